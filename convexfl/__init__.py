@@ -1,0 +1,39 @@
+"""convexfl — personalised federated learning through exact convex formulations.
+
+Quick start::
+
+    import convexfl as cfl
+    loss = cfl.losses.Quadratic(A)                 # f_i(x) = ½‖x − a_i‖²
+    graph = cfl.graphs.complete(len(A))
+    prob = cfl.SumOfNorms(loss, graph, lam)        # canonical (SON) λ convention
+    res = cfl.solve(prob, method="cvxpy", tol=1e-8)
+    res.X, res.objective, res.kkt_residual, res.converged
+    labels = cfl.clusters.labels(res.X, tol=res.fuse_tol)
+
+Every λ is in the canonical (SON) convention of :mod:`convexfl.problems` unless stated.
+Heavy parts (torch, flwr, matplotlib) are never imported here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .problems import (Reduced, SquaredPenalty, SumOfNorms, from_paper_lambda, global_model,
+                       local_models, oracle, to_paper_lambda)
+from .solvers import Solution, SolverError, solve
+
+__version__ = "0.1.0"
+
+__all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_models", "oracle",
+           "from_paper_lambda", "to_paper_lambda", "solve", "Solution", "SolverError",
+           "losses", "graphs", "problems", "certificates", "clusters", "datasets", "solvers",
+           "bounds"]
+
+_SUBMODULES = {"bounds", "losses", "graphs", "problems", "certificates", "clusters", "datasets",
+               "solvers", "ckt", "federated"}
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'convexfl' has no attribute {name!r}")

@@ -1,0 +1,74 @@
+"""Clusters of a solution, and partition comparison.
+
+The clusters of ``X`` are the connected components of the graph of pairs
+``{(i, j): ‖x_i − x_j‖ ≤ tol}`` (single linkage at distance ``tol``), numbered in order of
+first appearance. ``tol`` should follow the solver's accuracy: a :class:`Solution` uses its
+own ``fuse_tol``; the default here is ``DEFAULT_FUSE_RTOL · (1 + max_i ‖x_i‖)``
+(= 1e-6 relative), the same default as :mod:`convexfl.certificates`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+from ._validation import as_float_array, as_scalar, check_partition
+from .certificates import DEFAULT_FUSE_RTOL
+from .problems import scale_of
+
+__all__ = ["labels", "same_partition", "adjusted_rand", "compare", "n_clusters"]
+
+
+def labels(X, tol: float | None = None) -> np.ndarray:
+    """Cluster labels ``0..K-1`` of the rows of ``X``.
+
+    Parameters
+    ----------
+    X : array (N, d)
+    tol : float, optional
+        Fusion distance (default ``1e-6 · (1 + max_i ‖x_i‖)``).
+
+    Notes
+    -----
+    Uses a KD-tree radius graph (scikit-learn): memory grows with the number of pairs
+    within ``tol``, i.e. with the squared sizes of the clusters.
+    """
+    from sklearn.neighbors import radius_neighbors_graph
+
+    X = as_float_array(X, "X", ndim=2)
+    tol = DEFAULT_FUSE_RTOL * scale_of(X) if tol is None else as_scalar(tol, "tol", low=0.0)
+    if X.shape[0] == 1:
+        return np.zeros(1, dtype=np.int64)
+    adj = radius_neighbors_graph(X, radius=tol, mode="connectivity", include_self=False)
+    _, lab = connected_components(adj, directed=False)
+    return check_partition(lab, X.shape[0])
+
+
+def n_clusters(X, tol: float | None = None) -> int:
+    """Number of clusters of ``X`` at fusion distance ``tol``."""
+    return int(labels(X, tol).max()) + 1
+
+
+def same_partition(a, b) -> bool:
+    """Whether two labelings define the same partition (up to renaming)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"b: expected {a.shape[0]} labels like a, got shape {b.shape}")
+    return bool(np.array_equal(check_partition(a, len(a)), check_partition(b, len(b))))
+
+
+def adjusted_rand(a, b) -> float:
+    """Adjusted Rand index (scikit-learn) of two labelings."""
+    from sklearn.metrics import adjusted_rand_score
+
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"b: expected {a.shape[0]} labels like a, got shape {b.shape}")
+    return float(adjusted_rand_score(a, b))
+
+
+def compare(found, truth) -> dict:
+    """Summary of a found partition against the truth: exact match, ARI, cluster counts."""
+    return {"same_partition": same_partition(found, truth),
+            "adjusted_rand": adjusted_rand(found, truth),
+            "n_found": int(len(np.unique(found))), "n_true": int(len(np.unique(truth)))}

@@ -1,0 +1,432 @@
+r"""Smooth convex per-user losses ``f_i``.
+
+A loss object holds the data of all N users and evaluates every ``f_i`` at once:
+``values(X)`` is ``[f_i(x_i)]_i`` for ``X`` of shape (N, d), ``grad(X)`` stacks the
+gradients. Each loss also gives its Lipschitz constants ``L_i`` (of ``∇f_i``), strong
+convexity constants ``μ_i`` (0 when there is none) and the proximal map of one user,
+
+.. math::
+
+    \operatorname{prox}_i(v; ρ) = \arg\min_x f_i(x) + \tfrac{ρ}{2}\|x - v\|^2 ,
+
+in closed form for the quadratic loss and by safeguarded Newton otherwise (one exact step
+for least squares).
+
+Federated data enter as ``(X, y, groups)``: there is **one user per distinct group label,
+in sorted label order** (``np.unique``); ``loss.user_labels[i]`` is user ``i``'s label.
+The generalised linear losses are sample means with optional per-sample weights ``s_j``
+and a ridge term:
+
+.. math::
+
+    f_i(x) = \frac{1}{m_i} \sum_{j \in \text{user } i} s_j\, φ(\langle a_j, x\rangle, y_j)
+             + \frac{c}{2}\|x\|^2 ,
+
+with ``m_i`` the number of samples of user ``i`` (weights do not change the normaliser).
+The formulas of every ``φ`` live once, in :mod:`convexfl._kernels`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from . import _kernels as K
+from ._validation import (as_float_array, as_scalar, check_groups, check_labels_pm1,
+                          check_matrix_rows, check_partition)
+
+__all__ = ["Loss", "Quadratic", "LeastSquares", "Logistic", "SquaredHinge", "Huber",
+           "Poisson"]
+
+
+class Loss:
+    """Base class: N users' smooth convex losses stored as the arrays of :mod:`_kernels`."""
+
+    name = "loss"
+    code = -1
+
+    def _set_arrays(self, F, y, coef, ptr, ridge, offset, delta, user_labels):
+        self.F, self.y, self.coef = F, y, coef
+        self.ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+        self.ridge, self.offset, self.delta = ridge, offset, float(delta)
+        self.user_labels = user_labels
+
+    # -- shape -----------------------------------------------------------------------
+    @property
+    def n_users(self) -> int:
+        return self.ridge.shape[0]
+
+    @property
+    def dim(self) -> int:
+        """Dimension d of each user's model."""
+        return self.ridge.shape[1]
+
+    @property
+    def arrays(self):
+        """``(code, F, y, coef, ptr, ridge, offset, delta)`` for the numba kernels."""
+        return (self.code, self.F, self.y, self.coef, self.ptr, self.ridge, self.offset,
+                self.delta)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n_users={self.n_users}, dim={self.dim})"
+
+    # -- evaluation ------------------------------------------------------------------
+    def values(self, X) -> np.ndarray:
+        """``[f_i(x_i)]_i``, shape (N,)."""
+        X = check_matrix_rows(X, self.n_users, self.dim)
+        return K.values(*self.arrays, X)
+
+    def value(self, X) -> float:
+        """``Σ_i f_i(x_i)``."""
+        return float(np.sum(self.values(X)))
+
+    def grad(self, X) -> np.ndarray:
+        """``[∇f_i(x_i)]_i``, shape (N, d)."""
+        X = check_matrix_rows(X, self.n_users, self.dim)
+        code, F, y, coef, ptr, ridge, _, delta = self.arrays
+        return K.grads(code, F, y, coef, ptr, ridge, delta, X)
+
+    def hessian(self, i: int, x) -> np.ndarray:
+        """``∇²f_i(x)`` (a generalised Hessian where ``φ''`` jumps), shape (d, d)."""
+        x = as_float_array(x, "x", ndim=1)
+        if x.shape[0] != self.dim:
+            raise ValueError(f"x: expected length {self.dim}, got {x.shape[0]}")
+        if not 0 <= int(i) < self.n_users:
+            raise ValueError(f"i: user index must be in 0..{self.n_users - 1}, got {i}")
+        g, H = np.empty(self.dim), np.empty((self.dim, self.dim))
+        K.user_value_grad_hess(*self.arrays, int(i), x, g, H)
+        return H
+
+    def prox(self, V, rho, X0=None, *, tol: float = 1e-12, max_iter: int = 50):
+        """Row-wise ``argmin_x f_i(x) + (ρ_i/2)‖x − v_i‖²``.
+
+        Parameters
+        ----------
+        V : array (N, d)
+        rho : float or array (N,)
+            Positive proximal weights.
+        X0 : array (N, d), optional
+            Newton starting points (default ``V``).
+        tol : float
+            Gradient-norm tolerance of the Newton iteration.
+
+        Returns
+        -------
+        ndarray (N, d)
+
+        Raises
+        ------
+        RuntimeError
+            If Newton did not reach ``tol`` within ``max_iter`` steps.
+        """
+        V = check_matrix_rows(V, self.n_users, self.dim, "V")
+        rho = np.broadcast_to(as_float_array(rho, "rho", ndim=(0, 1)), (self.n_users,)).copy()
+        if np.any(rho <= 0):
+            raise ValueError("rho: proximal weights must be > 0")
+        X0 = V if X0 is None else check_matrix_rows(X0, self.n_users, self.dim, "X0")
+        out, _, ok = K.prox_all(*self.arrays, V, rho, X0, tol, max_iter)
+        if not ok:
+            raise RuntimeError(f"prox: Newton did not reach tol={tol} in {max_iter} steps")
+        return out
+
+    # -- constants -------------------------------------------------------------------
+    @cached_property
+    def lipschitz(self) -> np.ndarray:
+        """Lipschitz constants ``L_i`` of ``∇f_i`` (``inf`` where unbounded), shape (N,)."""
+        raise NotImplementedError
+
+    @cached_property
+    def strong_convexity(self) -> np.ndarray:
+        """Strong convexity constants ``μ_i`` (0 when not strongly convex), shape (N,)."""
+        raise NotImplementedError
+
+    # -- structure -------------------------------------------------------------------
+    def aggregate(self, partition) -> "Loss":
+        """The loss of the reduced problem: user ``k`` gets ``Σ_{i ∈ C_k} f_i``.
+
+        ``partition`` is a label per user or a list of index lists; clusters are numbered
+        in order of first appearance.
+        """
+        raise NotImplementedError
+
+    def cvxpy_value(self, Xvar):
+        """A cvxpy expression of ``Σ_i f_i(x_i)`` for the (N, d) variable ``Xvar``."""
+        raise NotImplementedError
+
+
+class Quadratic(Loss):
+    r"""Convex clustering of points: ``f_i(x) = (w_i/2)‖x − a_i‖²``.
+
+    Parameters
+    ----------
+    A : array (N, d)
+        One point per user.
+    weights : array (N,), optional
+        Positive user weights ``w_i`` (default 1). ``L_i = μ_i = w_i``.
+    """
+
+    name = "quadratic"
+    code = K.QUADRATIC
+
+    def __init__(self, A, weights=None):
+        A = as_float_array(A, "A", ndim=2)
+        n = A.shape[0]
+        w = np.ones(n) if weights is None else as_float_array(weights, "weights", ndim=1)
+        if w.shape[0] != n:
+            raise ValueError(f"weights: expected length {n} (one per row of A), "
+                             f"got {w.shape[0]}")
+        if np.any(w <= 0):
+            raise ValueError("weights: user weights must be > 0")
+        self._set_arrays(A, np.zeros(n), w, np.arange(n + 1), np.zeros_like(A),
+                         np.zeros(n), 0.0, np.arange(n))
+
+    @property
+    def points(self) -> np.ndarray:
+        """The points ``a_i``, shape (N, d)."""
+        return self.F
+
+    @cached_property
+    def lipschitz(self):
+        return self.coef.copy()
+
+    @cached_property
+    def strong_convexity(self):
+        return self.coef.copy()
+
+    def aggregate(self, partition):
+        labels = check_partition(partition, self.n_users)
+        k = labels.max() + 1
+        w = np.bincount(labels, weights=self.coef, minlength=k)
+        centre = np.zeros((k, self.dim))
+        np.add.at(centre, labels, self.coef[:, None] * self.F)
+        centre /= w[:, None]
+        spread = 0.5 * self.coef * np.sum((self.F - centre[labels]) ** 2, axis=1)
+        out = Quadratic(centre, w)
+        out.offset = np.bincount(labels, weights=spread + self.offset, minlength=k)
+        return out
+
+    def cvxpy_value(self, Xvar):
+        import cvxpy as cp
+        return (0.5 * cp.sum(cp.multiply(self.coef[:, None], cp.square(Xvar - self.F)))
+                + float(np.sum(self.offset)))
+
+
+class _GLM(Loss):
+    """Sample-mean generalised linear losses ``(1/m_i) Σ_j s_j φ(⟨a_j, x⟩, y_j) + ridge``."""
+
+    labels_pm1 = False
+    penalise_last = True  # False for the squared hinge: no ridge on the offset b
+
+    def __init__(self, X, y, groups, *, c: float = 0.0, sample_weight=None, **kw):
+        X = as_float_array(X, "X", ndim=2)
+        y = as_float_array(y, "y", ndim=1)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y: has {y.shape[0]} entries but X has {X.shape[0]} rows")
+        self._check_targets(y)
+        c = as_scalar(c, "c", low=0.0)
+        s = (np.ones_like(y) if sample_weight is None
+             else as_float_array(sample_weight, "sample_weight", ndim=1))
+        if s.shape[0] != y.shape[0]:
+            raise ValueError(f"sample_weight: has {s.shape[0]} entries but X has "
+                             f"{X.shape[0]} rows")
+        if np.any(s < 0):
+            raise ValueError("sample_weight: weights must be >= 0")
+        user_labels, user_index = check_groups(groups, X.shape[0])
+        delta = self._delta(**kw)
+        order = np.argsort(user_index, kind="stable")
+        counts = np.bincount(user_index, minlength=len(user_labels))
+        ptr = np.concatenate([[0], np.cumsum(counts)])
+        F = self._features(X[order])
+        coef = s[order] / counts[user_index[order]]
+        ridge = np.tile(self._ridge_mask(F.shape[1]) * c, (len(user_labels), 1))
+        self.c = c
+        self._set_arrays(np.ascontiguousarray(F), y[order], coef, ptr, ridge,
+                         np.zeros(len(user_labels)), delta, user_labels)
+
+    @classmethod
+    def from_groups(cls, X, y, groups, *, c: float = 0.0, sample_weight=None, **kw):
+        """Build the loss from stacked samples: one user per distinct label of ``groups``,
+        users in sorted label order."""
+        return cls(X, y, groups, c=c, sample_weight=sample_weight, **kw)
+
+    @classmethod
+    def from_users(cls, Xs, ys, *, c: float = 0.0, sample_weights=None, **kw):
+        """Build the loss from per-user lists ``Xs[i]`` (m_i, p), ``ys[i]`` (m_i,)."""
+        if len(Xs) == 0 or len(Xs) != len(ys):
+            raise ValueError(f"Xs, ys: expected equal, non-zero numbers of users, got "
+                             f"{len(Xs)} and {len(ys)}")
+        for i, Xi in enumerate(Xs):
+            if np.asarray(Xi).shape[0] == 0:
+                raise ValueError(f"Xs: user {i} is empty (no samples)")
+        groups = np.concatenate([np.full(len(np.asarray(yi)), i) for i, yi in enumerate(ys)])
+        sw = None if sample_weights is None else np.concatenate(sample_weights)
+        return cls(np.concatenate([np.asarray(x, dtype=float) for x in Xs]),
+                   np.concatenate([np.asarray(v, dtype=float) for v in ys]), groups, c=c,
+                   sample_weight=sw, **kw)
+
+    @property
+    def n_samples(self) -> np.ndarray:
+        """Samples per user ``m_i``."""
+        return np.diff(self.ptr)
+
+    def _delta(self):
+        return 0.0
+
+    def _check_targets(self, y):
+        if self.labels_pm1:
+            check_labels_pm1(y)
+
+    def _features(self, X):
+        return X
+
+    def _ridge_mask(self, d):
+        return np.ones(d)
+
+    def _grams(self):
+        """Per-user ``Σ_j coef_j a_j a_jᵀ``, shape (N, d, d)."""
+        G = np.empty((self.n_users, self.dim, self.dim))
+        for i in range(self.n_users):
+            Fi = self.F[self.ptr[i]:self.ptr[i + 1]]
+            G[i] = (Fi * self.coef[self.ptr[i]:self.ptr[i + 1], None]).T @ Fi
+        return G
+
+    @cached_property
+    def lipschitz(self):
+        sup = K.PHI_CURVATURE_SUP[self.code]
+        top = np.linalg.eigvalsh(self._grams())[:, -1]
+        with np.errstate(invalid="ignore"):
+            lip = np.where(top > 0, sup * top, 0.0)
+        return lip + self.ridge.max(axis=1)
+
+    @cached_property
+    def strong_convexity(self):
+        return self.ridge.min(axis=1)
+
+    def aggregate(self, partition):
+        labels = check_partition(partition, self.n_users)
+        k = labels.max() + 1
+        sample_cluster = np.repeat(labels, self.n_samples)
+        order = np.argsort(sample_cluster, kind="stable")
+        out = object.__new__(type(self))
+        out.c = getattr(self, "c", 0.0)
+        ridge = np.zeros((k, self.dim))
+        np.add.at(ridge, labels, self.ridge)
+        counts = np.bincount(sample_cluster, minlength=k)
+        out._set_arrays(self.F[order], self.y[order], self.coef[order],
+                        np.concatenate([[0], np.cumsum(counts)]), ridge,
+                        np.bincount(labels, weights=self.offset, minlength=k), self.delta,
+                        np.arange(k))
+        return out
+
+    def cvxpy_value(self, Xvar):
+        import cvxpy as cp
+        import scipy.sparse as sp
+        rows = np.arange(self.F.shape[0])
+        select = sp.csr_matrix((np.ones_like(rows, dtype=float),
+                                (rows, np.repeat(np.arange(self.n_users), self.n_samples))),
+                               shape=(self.F.shape[0], self.n_users))
+        t = cp.sum(cp.multiply(self.F, select @ Xvar), axis=1)
+        ridge = 0.5 * cp.sum(cp.multiply(self.ridge, cp.square(Xvar)))
+        return self.coef @ self._cvxpy_phi(t) + ridge + float(np.sum(self.offset))
+
+
+class LeastSquares(_GLM):
+    r"""``f_i(x) = (1/2m_i) Σ_j s_j (⟨a_j, x⟩ − b_j)² + (c/2)‖x‖²``."""
+
+    name = "least_squares"
+    code = K.LEAST_SQUARES
+
+    @cached_property
+    def strong_convexity(self):
+        G = self._grams()
+        G[:, np.arange(self.dim), np.arange(self.dim)] += self.ridge
+        return np.maximum(np.linalg.eigvalsh(G)[:, 0], 0.0)
+
+    def _cvxpy_phi(self, t):
+        import cvxpy as cp
+        return 0.5 * cp.square(t - self.y)
+
+
+class Logistic(_GLM):
+    r"""``f_i(x) = (1/m_i) Σ_j s_j log(1 + exp(−ℓ_j ⟨a_j, x⟩)) + (c/2)‖x‖²``, ``ℓ_j ∈ {−1, +1}``.
+
+    No intercept is added: append a column of ones to ``X`` for one.
+    """
+
+    name = "logistic"
+    code = K.LOGISTIC
+    labels_pm1 = True
+
+    def _cvxpy_phi(self, t):
+        import cvxpy as cp
+        return cp.logistic(-cp.multiply(self.y, t))
+
+
+class SquaredHinge(_GLM):
+    r"""The squared hinge of Armacki et al. Sec. V, with ``x = [w, b] ∈ R^{p+1}``:
+
+    .. math::
+
+        f_i(x) = \frac{c}{2}\|w\|^2 + \frac{1}{m_i}\sum_j s_j
+                 \max\{0, 1 - ℓ_j(\langle w, a_j\rangle - b)\}^2 ,
+
+    the ridge on ``w`` only and the classifier ``sign(⟨w, a⟩ − b)``. Internally the features
+    are ``[a_j, −1]`` so that ``⟨[a_j, −1], x⟩ = ⟨w, a_j⟩ − b``. The paper uses c = 1e-3.
+    """
+
+    name = "squared_hinge"
+    code = K.SQUARED_HINGE
+    labels_pm1 = True
+
+    def _features(self, X):
+        return np.hstack([X, -np.ones((X.shape[0], 1))])
+
+    def _ridge_mask(self, d):
+        mask = np.ones(d)
+        mask[-1] = 0.0
+        return mask
+
+    def decision_function(self, x, A):
+        """``⟨w, a⟩ − b`` for the rows ``a`` of ``A`` and the model ``x = [w, b]``."""
+        x = as_float_array(x, "x", ndim=1)
+        return as_float_array(A, "A", ndim=2) @ x[:-1] - x[-1]
+
+    def _cvxpy_phi(self, t):
+        import cvxpy as cp
+        return cp.square(cp.pos(1 - cp.multiply(self.y, t)))
+
+
+class Huber(_GLM):
+    r"""Robust regression: ``f_i(x) = (1/m_i) Σ_j s_j h_δ(⟨a_j, x⟩ − b_j) + (c/2)‖x‖²`` with
+    ``h_δ(r) = r²/2`` for ``|r| ≤ δ`` and ``δ|r| − δ²/2`` otherwise.
+    """
+
+    name = "huber"
+    code = K.HUBER
+
+    def _delta(self, delta: float = 1.0):
+        return as_scalar(delta, "delta", low=0.0, low_inclusive=False)
+
+    def _cvxpy_phi(self, t):
+        import cvxpy as cp
+        return 0.5 * cp.huber(t - self.y, self.delta)
+
+
+class Poisson(_GLM):
+    r"""Poisson regression with log link: ``f_i(x) = (1/m_i) Σ_j s_j (exp⟨a_j, x⟩ − y_j ⟨a_j, x⟩)
+    + (c/2)‖x‖²`` (the negative log-likelihood up to ``log y_j!``), ``y_j ≥ 0``.
+
+    Its gradient is not globally Lipschitz: ``lipschitz`` is ``inf``.
+    """
+
+    name = "poisson"
+    code = K.POISSON
+
+    def _check_targets(self, y):
+        if np.any(y < 0):
+            raise ValueError("y: Poisson counts must be >= 0")
+
+    def _cvxpy_phi(self, t):
+        import cvxpy as cp
+        return cp.exp(t) - cp.multiply(self.y, t)

@@ -1,0 +1,88 @@
+"""The result object every solver returns, and the errors solvers raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..certificates import Certificate
+
+__all__ = ["Solution", "SolverError", "IncompatibleLossError"]
+
+
+class SolverError(RuntimeError):
+    """A solver failed or returned an inaccurate status."""
+
+
+class IncompatibleLossError(TypeError):
+    """A solver was given a loss it cannot handle (the message says what it needs)."""
+
+
+@dataclass
+class Solution:
+    """A solution with its provenance and certificate.
+
+    Attributes
+    ----------
+    X : ndarray (N, d)
+        The users' models.
+    objective : float
+        The problem's objective at ``X`` (one formula: ``prob.objective``).
+    kkt_residual : float
+        The normalised KKT residual of ``X`` (``convexfl.certificates``), recomputed from
+        ``X`` — not the solver's own stopping quantity.
+    converged : bool
+        The solver reports success **and** ``kkt_residual ≤ kkt_tol``.
+    n_iter : int
+    time_s : float
+        Wall-clock time of the solve (certificate excluded).
+    method : str
+    lam : float or None
+        λ in the canonical (SON) convention (``None`` for the squared penalty).
+    lam_convention : str
+        Always ``"son"`` (see :mod:`convexfl.problems`).
+    certificate : Certificate
+    fuse_tol : float
+        Pairs closer than this are fused (used by :meth:`labels`).
+    kkt_tol : float
+        The KKT level ``converged`` was judged against.
+    status, message : str
+        The solver's status and, when not converged, why.
+    history : dict
+        Method-specific per-iteration records.
+    flows : ndarray (E, d) or None
+        Edge flows ``u_ij = λ w_ij s_ij`` from the solver's duals, when it has them.
+    """
+
+    X: np.ndarray
+    objective: float
+    kkt_residual: float
+    converged: bool
+    n_iter: int
+    time_s: float
+    method: str
+    lam: float | None
+    certificate: Certificate
+    fuse_tol: float
+    kkt_tol: float
+    status: str = ""
+    message: str = ""
+    lam_convention: str = "son"
+    history: dict = field(default_factory=dict)
+    flows: np.ndarray | None = None
+
+    def labels(self, tol: float | None = None) -> np.ndarray:
+        """Cluster labels of the users (see :func:`convexfl.clusters.labels`)."""
+        from ..clusters import labels
+        return labels(self.X, tol=self.fuse_tol if tol is None else tol)
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.labels().max()) + 1
+
+    def __repr__(self) -> str:
+        return (f"Solution(method={self.method!r}, converged={self.converged}, "
+                f"objective={self.objective:.10g}, kkt_residual={self.kkt_residual:.2e}, "
+                f"n_clusters={self.n_clusters}, n_iter={self.n_iter}, "
+                f"time_s={self.time_s:.3g})")
