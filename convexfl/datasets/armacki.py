@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._validation import as_int, as_scalar
+from .._validation import as_int, as_scalar
 
 __all__ = ["planted_points", "planted_classification", "armacki_ellipses"]
 
