@@ -45,7 +45,15 @@ Findings on the printed formulas (derived here, checked by the tests)
   already uses :math:`A_k + \beta\upsilon_k^2`.
 * Theorem 4.2, **as printed**, is not the minimiser of (15) (neither reading of
   :math:`\alpha_{kk}` makes :math:`\sum_i \alpha_{ki} = 1` in general, and the risk gap is
-  positive; see :func:`compare_theorem_4_2`). With the denominator corrected to
+  positive; see :func:`compare_theorem_4_2`). The printed weights do have the right *shape*
+  (:math:`\propto 1/(\sigma^2+\beta\upsilon_i^2)`, i ∈ [K]) and λ* is right for the
+  "included" reading: only the constant :math:`B_k` is wrong. With
+  :math:`f = \sum_i\alpha^*_{ki} = (\sigma^2 + A_k + \beta\upsilon_k^2)/(\sigma^2 +
+  A_k\beta\upsilon_k^2)` the excess prediction risk over the Bayes risk is exactly
+  :math:`\beta(f-1)^2(1-a)^2\|\alpha^c_{kk}\hat w_k + (1-\alpha^c_{kk})\bar\theta_{\setminus k}\|^2`
+  (:math:`\alpha^c` the corrected weights, a below): the printed estimator is not
+  shift-equivariant, so its gap grows with :math:`\|\theta\|` and vanishes only if f = 1.
+  With the denominator corrected to
   :math:`\sigma^2 + A_k + \beta\upsilon_k^2` and :math:`\alpha_{kk}` *included*
   (:math:`\alpha_{ki}^* = B_k/(\sigma^2+\beta\upsilon_i^2)` for every :math:`i \in [K]`, as
   :math:`\bar s_k = \sum_{i=1}^K \alpha_{ki} s(\hat w_i)` in (13)–(14) and the "i ∈ [K]" of
@@ -91,24 +99,24 @@ import scipy.optimize as sopt
 import scipy.stats as sstats
 
 __all__ = [
-    "LinearSetting",
-    "PosteriorParts",
-    "Theorem42",
-    "RiskTerms",
-    "RiskMinimum",
-    "MonteCarloRisk",
     "ClosedFormEvaluation",
+    "LinearSetting",
+    "MonteCarloRisk",
+    "PosteriorParts",
+    "RiskMinimum",
+    "RiskTerms",
+    "Theorem42",
     "Theorem42Comparison",
-    "make_linear_setting",
-    "local_estimates",
+    "bayes_risk",
     "ckt_estimator",
-    "posterior_mean",
-    "theorem_4_2",
+    "compare_theorem_4_2",
     "conditional_risk",
+    "local_estimates",
+    "make_linear_setting",
     "minimise_risk",
     "monte_carlo_risk",
-    "compare_theorem_4_2",
-    "bayes_risk",
+    "posterior_mean",
+    "theorem_4_2",
 ]
 
 _SYM_TOL = 1e-8
@@ -126,8 +134,9 @@ def _finite_array(x, name: str, *, ndim: int | None = None, shape=None) -> np.nd
         raise ValueError(f"{name} must be a real numeric array") from exc
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
-    if shape is not None:
-        if len(shape) != a.ndim or any(s is not None and s != t for s, t in zip(shape, a.shape)):
+    if shape is not None and (
+        len(shape) != a.ndim or any(s is not None and s != t for s, t in zip(shape, a.shape))
+    ):
             want = tuple("*" if s is None else s for s in shape)
             raise ValueError(f"{name} must have shape {want}, got {a.shape}")
     if not np.all(np.isfinite(a)):
@@ -137,7 +146,7 @@ def _finite_array(x, name: str, *, ndim: int | None = None, shape=None) -> np.nd
 
 def _scalar(x, name: str, *, positive: bool = False, nonnegative: bool = False) -> float:
     if isinstance(x, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a real number, got a bool")
+        raise ValueError(f"{name} must be a real number, got a bool")  # noqa: TRY004
     try:
         v = float(x)
     except (TypeError, ValueError) as exc:
@@ -155,7 +164,7 @@ def _scalar(x, name: str, *, positive: bool = False, nonnegative: bool = False) 
 
 def _int(x, name: str, *, minimum: int) -> int:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {x!r}")
+        raise ValueError(f"{name} must be an integer, got {x!r}")  # noqa: TRY004
     if x < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {x}")
     return int(x)
@@ -163,7 +172,7 @@ def _int(x, name: str, *, minimum: int) -> int:
 
 def _index(k, n: int, name: str = "k") -> int:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer client index, got {k!r}")
+        raise ValueError(f"{name} must be an integer client index, got {k!r}")  # noqa: TRY004
     if not 0 <= k < n:
         raise ValueError(f"{name} must be in [0, {n}), got {k}")
     return int(k)
@@ -253,7 +262,8 @@ class LinearSetting:
     P : ndarray, shape (n_public, d)
         Public inputs (rows); the logits are :math:`s(w) = P w`.
     upsilon : ndarray, shape (K,)
-        Task-spread standard deviations :math:`\upsilon_k` (:math:`\zeta_k \sim N(0, \upsilon_k^2 I)`).
+        Task-spread standard deviations :math:`\upsilon_k`
+        (:math:`\zeta_k \sim N(0, \upsilon_k^2 I)`).
     sigma : float
         Label-noise standard deviation :math:`\sigma`.
     theta, w : ndarray or None
@@ -282,7 +292,9 @@ class LinearSetting:
         if K < 2:
             raise ValueError(f"X must hold at least 2 clients, got {K}")
         if n < d:
-            raise ValueError(f"X must have n_samples >= dim so X_k^T X_k is invertible, got {n} < {d}")
+            raise ValueError(
+                f"X must have n_samples >= dim so X_k^T X_k is invertible, got {n} < {d}"
+            )
         y = _finite_array(self.y, "y", shape=(K, n))
         P = _finite_array(self.P, "P", ndim=2, shape=(None, d))
         if P.shape[0] < 1:
@@ -425,7 +437,7 @@ def make_linear_setting(
 def local_estimates(setting: LinearSetting) -> np.ndarray:
     r"""Least-squares estimates :math:`\hat w_k = (X_k^TX_k)^{-1}X_k^Ty_k`, shape (K, d)."""
     if not isinstance(setting, LinearSetting):
-        raise ValueError("setting must be a LinearSetting")
+        raise ValueError("setting must be a LinearSetting")  # noqa: TRY004
     rhs = np.einsum("knd,kn->kd", setting.X, setting.y)
     return np.linalg.solve(setting.XtX, rhs[..., None])[..., 0]
 
@@ -450,7 +462,8 @@ def ckt_estimator(XtX_k, w_hat, k: int, lam_k: float, alpha_k, PtP) -> np.ndarra
         \tilde w_k = (X_k^TX_k + \lambda_k P^TP)^{-1}
                      \Big(X_k^TX_k\,\hat w_k + \lambda_k P^TP \sum_{i=1}^K \alpha_{ki}\hat w_i\Big),
 
-    the minimiser of (13), :math:`\|X_k w - y_k\|^2 + \lambda_k\|\sum_i\alpha_{ki}P\hat w_i - Pw\|^2`
+    the minimiser of (13),
+    :math:`\|X_k w - y_k\|^2 + \lambda_k\|\sum_i\alpha_{ki}P\hat w_i - Pw\|^2`
     (using :math:`X_k^Ty_k = X_k^TX_k\hat w_k`). :math:`\lambda_k = 0` returns :math:`\hat w_k`.
     The weights are not required to sum to one here (the paper's (1) imposes
     :math:`\sum_i \alpha_{ki} = 1`; :func:`theorem_4_2` can return weights that do not).
@@ -559,14 +572,16 @@ def posterior_mean(XtX, w_hat, k: int, upsilon, sigma: float, *, return_parts: b
     \bar\Sigma_{\setminus k})` with the GLS quantities (7)–(8). Then
     :math:`w_k = \theta + \zeta_k \mid \{\hat w_i\}_{i \ne k} \sim N(\bar\theta_{\setminus k},
     \tilde\Sigma_k)`, :math:`\tilde\Sigma_k = \bar\Sigma_{\setminus k} + \upsilon_k^2 I` (10),
-    and :math:`\hat w_k = w_k + e_k`, :math:`e_k \sim N(0, S_k)`, :math:`S_k = \sigma^2(X_k^TX_k)^{-1}`,
+    and :math:`\hat w_k = w_k + e_k`, :math:`e_k \sim N(0, S_k)`,
+    :math:`S_k = \sigma^2(X_k^TX_k)^{-1}`,
     independent of the rest. Bayes' rule for a Gaussian prior and Gaussian observation gives
 
     .. math::
 
         w_k \mid \hat w_{1..K} \sim N(\mu_k, \bar\Sigma_k),\quad
         \bar\Sigma_k = (\tilde\Sigma_k^{-1} + S_k^{-1})^{-1},\quad
-        \mu_k = \bar\Sigma_k S_k^{-1}\hat w_k + \bar\Sigma_k\tilde\Sigma_k^{-1}\bar\theta_{\setminus k},
+        \mu_k = \bar\Sigma_k S_k^{-1}\hat w_k
+              + \bar\Sigma_k\tilde\Sigma_k^{-1}\bar\theta_{\setminus k},
 
     which is exactly the paper's (11)–(12): the general (non-isotropic) formulas are correct.
     Its isotropic specialisation (45) is misprinted (see the module docstring); this function
@@ -739,7 +754,7 @@ class _RiskModel:
 
     def __init__(self, setting, k, w_hat, condition_on, metric):
         if not isinstance(setting, LinearSetting):
-            raise ValueError("setting must be a LinearSetting")
+            raise ValueError("setting must be a LinearSetting")  # noqa: TRY004
         K, d = setting.n_clients, setting.dim
         self.k = _index(k, K)
         self.condition_on = _choice(condition_on, "condition_on", ("paper", "all"))
@@ -774,7 +789,8 @@ class _RiskModel:
             s = float(a_o.sum())
             # E[Σ_i α_i ŵ_i | ŵ_k, θ̄] = α_k ŵ_k + s θ̄ ; residual covariance
             # V = Cov(Σ_{i≠k} α_i r_i) = Σ_{i≠k} α_i² Σ_i − s² Σ̄_{\k}
-            m = M @ (G @ self.w_hat[k] + lam * (Q @ (alpha[k] * self.w_hat[k] + s * p.theta_bar_minus_k)))
+            mean_target = alpha[k] * self.w_hat[k] + s * p.theta_bar_minus_k
+            m = M @ (G @ self.w_hat[k] + lam * (Q @ mean_target))
             V = np.einsum("i,iab->ab", a_o**2, p.Sigma[self.others]) - s**2 * p.Sigma_bar_minus_k
             L = lam * (M @ Q)
             agg = float(np.trace(self.W @ L @ V @ L.T))
@@ -993,9 +1009,8 @@ def minimise_risk(
     starts = [np.concatenate([[t0], uniform_u()]) for t0 in (0.0, 2.0, -2.0)][:n_starts]
     while len(starts) < n_starts:
         starts.append(np.concatenate([[rng.uniform(-4, 4)], random_u()]))
-    bounds = [(-_LOG_BOUND, _LOG_BOUND)] + (
-        [(-_LOG_BOUND, _LOG_BOUND)] * n_par if alpha_constraint == "simplex" else [(None, None)] * n_par
-    )
+    u_bound = (-_LOG_BOUND, _LOG_BOUND) if alpha_constraint == "simplex" else (None, None)
+    bounds = [(-_LOG_BOUND, _LOG_BOUND)] + [u_bound] * n_par
     scale = max(abs(objective(starts[0])), 1e-300)
     results = []
     for x0 in starts:
@@ -1076,7 +1091,7 @@ def monte_carlo_risk(
     if not 0 < conf < 1:
         raise ValueError(f"confidence must be in (0, 1), got {conf}")
     rng = _rng(random_state)
-    p, kk, d, K = model.post, model.k, model.d, model.K
+    p, kk, d = model.post, model.k, model.d
     Xk = setting.X[kk]
     n = Xk.shape[0]
     A = np.linalg.solve(model.G + lam * model.Q, np.hstack([model.G, lam * model.Q]))
@@ -1189,12 +1204,18 @@ class Theorem42Comparison:
     def summary(self) -> str:
         """A plain-text table of the comparison."""
         lines = [
-            f"Theorem 4.2, client k={self.k}: isotropic={self.isotropic} "
-            f"(deviation {self.isotropy_deviation:.1e}), beta={self.beta:.6g}, nu={self.nu:.6g}, "
-            f"condition_on={self.condition_on}, metric={self.metric}",
-            f"  Bayes (posterior-mean) risk {self.risk_posterior_mean:.10g}; numerical minimum "
-            f"{self.risk_numerical:.10g} (rel gap {self.rel_gap_numerical_to_bayes:.2e}, "
-            f"|w~ - mu| {self.numerical_dist_to_posterior_mean:.2e}, success={self.numerical.success})",
+            (
+                f"Theorem 4.2, client k={self.k}: isotropic={self.isotropic} "
+                f"(deviation {self.isotropy_deviation:.1e}), beta={self.beta:.6g}, "
+                f"nu={self.nu:.6g}, condition_on={self.condition_on}, metric={self.metric}"
+            ),
+            (
+                f"  Bayes (posterior-mean) risk {self.risk_posterior_mean:.10g}; numerical "
+                f"minimum {self.risk_numerical:.10g} "
+                f"(rel gap {self.rel_gap_numerical_to_bayes:.2e}, "
+                f"|w~ - mu| {self.numerical_dist_to_posterior_mean:.2e}, "
+                f"success={self.numerical.success})"
+            ),
         ]
         for cf in self.closed_forms:
             lines.append(
@@ -1265,13 +1286,16 @@ def compare_theorem_4_2(
     evals = []
     for form in ("printed", "corrected"):
         for reading in ("included", "excluded"):
-            th = theorem_4_2(kk, setting.upsilon, setting.sigma, beta, nu, alpha_kk=reading, form=form)
+            th = theorem_4_2(kk, setting.upsilon, setting.sigma, beta, nu, alpha_kk=reading,
+                             form=form)
             r = model.terms(th.lam, th.alpha).total
             evals.append(ClosedFormEvaluation(
                 form=form, alpha_kk=reading, lam=th.lam, alpha=th.alpha, alpha_sum=th.alpha_sum,
                 risk=r, rel_gap_to_numerical=(r - r_num) / r_num,
                 rel_gap_to_bayes=(r - r_bayes) / r_bayes, excess_over_bayes=r - r_bayes,
-                dist_to_posterior_mean=float(np.linalg.norm(model.estimator(th.lam, th.alpha) - mu)),
+                dist_to_posterior_mean=float(
+                    np.linalg.norm(model.estimator(th.lam, th.alpha) - mu)
+                ),
             ))
     return Theorem42Comparison(
         k=kk, isotropic=isotropic, isotropy_deviation=dev, beta=beta, nu=nu,

@@ -322,7 +322,7 @@ def test_outside_assumptions_reported(gen):
 
 def _bad_calls(s):
     w_hat = ckt.local_estimates(s)
-    K, d = w_hat.shape
+    K = w_hat.shape[0]
     a = np.full(K, 1.0 / K)
     nan_w = w_hat.copy()
     nan_w[0, 0] = np.nan
