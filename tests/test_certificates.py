@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import convexfl as cfl
+from convexfl.certificates import kkt_residual
+from helpers import LOSS_NAMES, make_loss
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+@pytest.mark.parametrize("lam", [0.05, 0.4, 3.0])
+def test_residual_vanishes_at_solutions_and_not_at_perturbed_points(name, lam):
+    loss = make_loss(name, n_users=6, seed=21)
+    prob = cfl.SumOfNorms(loss, cfl.graphs.complete(6), lam)
+    res = cfl.solve(prob, tol=1e-9)
+    cert = kkt_residual(prob, res.X)  # standalone: no solver flows
+    assert cert.kkt_residual < 1e-8 and cert.exact
+    assert cert.kkt_abs_lower <= cert.kkt_abs + 1e-15
+    bumped = res.X + 1e-3 * np.random.default_rng(0).standard_normal(res.X.shape)
+    worse = kkt_residual(prob, bumped)
+    assert worse.kkt_residual > 1e-5
+    assert worse.kkt_abs_lower <= worse.kkt_abs * (1 + 1e-12)
+    assert worse.objective >= res.objective - 1e-12
+
+
+def test_perturbing_inside_a_cluster_is_detected():
+    A, truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=3)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(8), 2.0)
+    res = cfl.solve(prob)
+    X = res.X.copy()
+    X[0] += 1e-3  # breaks a fusion: the pair is no longer "fused" at fuse_tol 1e-6
+    assert kkt_residual(prob, X, fuse_tol=1e-6).kkt_residual > 1e-4
+
+
+def test_theorem1_flow_certifies_a_complete_cluster_in_closed_form():
+    """At consensus on a complete uniform graph with λ ≥ max‖g_i − g_j‖/N, the potential
+    flow u_ij = (g_j − g_i)/N is feasible: the certificate is exact without iterations."""
+    A = np.random.default_rng(0).standard_normal((7, 3))
+    loss = cfl.losses.Quadratic(A)
+    y = A.mean(axis=0)
+    g = y - A
+    lam = max(np.linalg.norm(g[i] - g[j]) for i in range(7) for j in range(7)) / 7
+    cert = kkt_residual(cfl.SumOfNorms(loss, cfl.graphs.complete(7), lam), np.tile(y, (7, 1)))
+    assert cert.flow_iterations == 0 and cert.exact and cert.kkt_residual < 1e-14
+
+
+@given(seed=st.integers(0, 10_000), lam=st.floats(0.01, 5.0))
+def test_bounds_bracket_and_flows_hint_does_not_change_the_verdict(seed, lam):
+    loss = make_loss("logistic", n_users=5, seed=seed)
+    prob = cfl.SumOfNorms(loss, cfl.graphs.complete(5), lam)
+    res = cfl.solve(prob)
+    plain = kkt_residual(prob, res.X, fuse_tol=res.fuse_tol)
+    hinted = kkt_residual(prob, res.X, fuse_tol=res.fuse_tol, flows=res.flows)
+    for c in (plain, hinted):
+        assert c.kkt_abs_lower <= c.kkt_abs * (1 + 1e-12) + 1e-15
+    assert abs(plain.kkt_residual - hinted.kkt_residual) <= 1e-3 * max(
+        plain.kkt_residual, hinted.kkt_residual) + 1e-12
+
+
+def test_squared_penalty_and_reduced_certificates():
+    loss = make_loss("least_squares", n_users=4, seed=4)
+    g = cfl.graphs.complete(4)
+    sp = cfl.SquaredPenalty(loss, g, 0.2)
+    res = cfl.solve(sp, tol=1e-10)
+    assert kkt_residual(sp, res.X).kkt_residual < 1e-8
+    assert kkt_residual(sp, res.X + 0.01).kkt_residual > 1e-4
+    red = cfl.Reduced(loss, g, [0, 0, 1, 1], lam=0.1)
+    rres = cfl.solve(red, tol=1e-9)
+    assert kkt_residual(red, rres.X).kkt_residual < 1e-8
+
+
+def test_certificate_argument_errors():
+    prob = cfl.SumOfNorms(make_loss("quadratic"), cfl.graphs.complete(4), 1.0)
+    X = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="X: expected shape"):
+        kkt_residual(prob, np.zeros((3, 3)))
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X: contains 1 NaN"):
+        kkt_residual(prob, bad)
+    with pytest.raises(ValueError, match="fuse_tol: must be >= 0"):
+        kkt_residual(prob, X, fuse_tol=-1.0)
+    with pytest.raises(ValueError, match="flows: expected shape"):
+        kkt_residual(prob, X, flows=np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="prob: expected SumOfNorms"):
+        kkt_residual("nope", X)

@@ -1,0 +1,31 @@
+import numpy as np
+import pytest
+
+import convexfl as cfl
+
+
+def test_labels_are_components_of_close_pairs_in_first_appearance_order():
+    X = np.array([[5.0, 0], [0, 0], [5.0, 1e-9], [0, 1e-9], [9, 9]])
+    np.testing.assert_array_equal(cfl.clusters.labels(X, tol=1e-6), [0, 1, 0, 1, 2])
+    # single linkage: a chain of close pairs is one cluster
+    chain = np.c_[np.arange(5) * 0.5e-6, np.zeros(5)]
+    assert cfl.clusters.n_clusters(chain, tol=1e-6) == 1
+    assert cfl.clusters.n_clusters(chain, tol=1e-7) == 5
+
+
+def test_partition_comparison():
+    assert cfl.clusters.same_partition([0, 0, 1, 2], [2, 2, 0, 1])
+    assert not cfl.clusters.same_partition([0, 0, 1, 2], [0, 1, 1, 2])
+    summary = cfl.clusters.compare([0, 0, 1, 1], [1, 1, 0, 0])
+    assert summary == {"same_partition": True, "adjusted_rand": 1.0, "n_found": 2, "n_true": 2}
+    with pytest.raises(ValueError, match="b: expected 3 labels"):
+        cfl.clusters.same_partition([0, 1, 2], [0, 1])
+
+
+def test_solution_labels_use_the_solvers_fuse_tol():
+    A, truth = cfl.datasets.planted_points(3, 4, 2, separation=30.0, random_state=0)
+    res = cfl.solve(cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(12), 1.5))
+    assert cfl.clusters.same_partition(res.labels(), truth)
+    assert res.n_clusters == 3
+    with pytest.raises(ValueError, match="tol: must be >= 0"):
+        cfl.clusters.labels(A, tol=-1)
