@@ -27,7 +27,7 @@ if "NUMBA_CACHE_DIR" not in os.environ:
     os.environ["NUMBA_CACHE_DIR"] = os.path.join(
         os.path.expanduser("~"), ".cache", "convexfl", "numba")
 
-from numba import njit  # noqa: E402
+from numba import njit
 
 QUADRATIC = 0
 LEAST_SQUARES = 1

@@ -45,7 +45,7 @@ from scipy.sparse.linalg import splu
 from ._validation import as_float_array, as_int, as_scalar
 from .problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 
-__all__ = ["Certificate", "kkt_residual", "DEFAULT_FUSE_RTOL"]
+__all__ = ["DEFAULT_FUSE_RTOL", "Certificate", "kkt_residual"]
 
 DEFAULT_FUSE_RTOL = 1e-6
 
@@ -257,7 +257,8 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter):
     step = 1.0 / (2.0 * degree.max())
     y, t, h_u = u.copy(), 1.0, 0.5 * upper * upper
     R = residual(u)
-    for it in range(it + 1, max_iter + 1):
+    first = it + 1
+    for it in range(first, max_iter + 1):  # noqa: B020 (continues the count)
         u_new = _project(y - step * (inc @ residual(y)), cap)
         R_new = residual(u_new)
         h_new = 0.5 * float(np.sum(R_new * R_new))

@@ -16,7 +16,7 @@ from ._validation import as_float_array, as_scalar, check_partition
 from .certificates import DEFAULT_FUSE_RTOL
 from .problems import scale_of
 
-__all__ = ["labels", "same_partition", "adjusted_rand", "compare", "n_clusters"]
+__all__ = ["adjusted_rand", "compare", "labels", "n_clusters", "same_partition"]
 
 
 def labels(X, tol: float | None = None) -> np.ndarray:
@@ -71,4 +71,4 @@ def compare(found, truth) -> dict:
     """Summary of a found partition against the truth: exact match, ARI, cluster counts."""
     return {"same_partition": same_partition(found, truth),
             "adjusted_rand": adjusted_rand(found, truth),
-            "n_found": int(len(np.unique(found))), "n_true": int(len(np.unique(truth)))}
+            "n_found": len(np.unique(found)), "n_true": len(np.unique(truth))}

@@ -24,7 +24,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ._validation import as_float_array, as_int, as_scalar, check_partition
 
-__all__ = ["Graph", "complete", "knn", "from_edges"]
+__all__ = ["Graph", "complete", "from_edges", "knn"]
 
 MAX_COMPLETE_EDGES = 50_000_000
 
@@ -124,7 +124,7 @@ class Graph:
             raise ValueError(f"X: expected {self.n_nodes} rows (one per node), got {X.shape[0]}")
         return X
 
-    def reduce(self, partition) -> "Graph":
+    def reduce(self, partition) -> Graph:
         """The graph of the reduced problem: node ``k`` per cluster, ``W_kl = Σ w_ij`` over
         ``i ∈ C_k, j ∈ C_l`` (within-cluster edges drop out)."""
         labels = check_partition(partition, self.n_nodes)
@@ -137,7 +137,7 @@ class Graph:
         coo = w.tocoo()
         return Graph(k, np.c_[coo.row, coo.col], coo.data, kind=f"reduced({self.kind})")
 
-    def subgraph_edges(self, mask) -> "Graph":
+    def subgraph_edges(self, mask) -> Graph:
         """The graph with only the edges where ``mask`` is true."""
         return Graph(self.n_nodes, self.edges[mask], self.weights[mask], kind=self.kind)
 

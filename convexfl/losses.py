@@ -33,11 +33,24 @@ from functools import cached_property
 import numpy as np
 
 from . import _kernels as K
-from ._validation import (as_float_array, as_scalar, check_groups, check_labels_pm1,
-                          check_matrix_rows, check_partition)
+from ._validation import (
+    as_float_array,
+    as_scalar,
+    check_groups,
+    check_labels_pm1,
+    check_matrix_rows,
+    check_partition,
+)
 
-__all__ = ["Loss", "Quadratic", "LeastSquares", "Logistic", "SquaredHinge", "Huber",
-           "Poisson"]
+__all__ = [
+    "Huber",
+    "LeastSquares",
+    "Logistic",
+    "Loss",
+    "Poisson",
+    "Quadratic",
+    "SquaredHinge",
+]
 
 
 class Loss:
@@ -142,7 +155,7 @@ class Loss:
         raise NotImplementedError
 
     # -- structure -------------------------------------------------------------------
-    def aggregate(self, partition) -> "Loss":
+    def aggregate(self, partition) -> Loss:
         """The loss of the reduced problem: user ``k`` gets ``Σ_{i ∈ C_k} f_i``.
 
         ``partition`` is a label per user or a list of index lists; clusters are numbered

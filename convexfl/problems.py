@@ -25,8 +25,17 @@ from ._validation import as_float_array, as_int, as_scalar, check_matrix_rows, c
 from .graphs import Graph
 from .losses import Loss
 
-__all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_models",
-           "oracle", "from_paper_lambda", "to_paper_lambda", "CONVENTIONS"]
+__all__ = [
+    "CONVENTIONS",
+    "Reduced",
+    "SquaredPenalty",
+    "SumOfNorms",
+    "from_paper_lambda",
+    "global_model",
+    "local_models",
+    "oracle",
+    "to_paper_lambda",
+]
 
 CONVENTIONS = {
     "son": "canonical (SON): Σ f_i + λ Σ_{i<j} w_ij ‖x_i − x_j‖",
@@ -105,11 +114,11 @@ class SumOfNorms:
         X = self.check_X(X)
         return self.loss.value(X) + self.lam * self.graph.penalty(X)
 
-    def with_lam(self, lam: float) -> "SumOfNorms":
+    def with_lam(self, lam: float) -> SumOfNorms:
         """The same loss and graph at another (SON) λ."""
         return SumOfNorms(self.loss, self.graph, lam)
 
-    def reduced(self, partition) -> "Reduced":
+    def reduced(self, partition) -> Reduced:
         """The reduced problem (RED) of ``partition`` at this λ."""
         return Reduced(self.loss, self.graph, partition, self.lam)
 

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
+from helpers import LOSS_NAMES, make_loss
 from hypothesis import given
 from hypothesis import strategies as st
 
 import convexfl as cfl
 from convexfl.certificates import kkt_residual
-from helpers import LOSS_NAMES, make_loss
 
 
 @pytest.mark.parametrize("name", LOSS_NAMES)
@@ -25,7 +25,7 @@ def test_residual_vanishes_at_solutions_and_not_at_perturbed_points(name, lam):
 
 
 def test_perturbing_inside_a_cluster_is_detected():
-    A, truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=3)
+    A, _truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=3)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(8), 2.0)
     res = cfl.solve(prob)
     X = res.X.copy()

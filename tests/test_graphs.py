@@ -63,7 +63,7 @@ def test_reduce_sums_cross_cluster_weights():
     g = cfl.graphs.complete(6)
     labels = [0, 0, 1, 1, 1, 2]
     r = g.reduce(labels)
-    W = dict(zip(map(tuple, r.edges), r.weights))
+    W = dict(zip(map(tuple, r.edges), r.weights, strict=True))
     assert W == {(0, 1): 6.0, (0, 2): 2.0, (1, 2): 3.0}  # n_k n_l
 
 

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
+from helpers import LOSS_NAMES, make_loss
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import approx_fprime
 
 import convexfl as cfl
-from helpers import LOSS_NAMES, make_loss
 
 seeds = st.integers(0, 10_000)
 

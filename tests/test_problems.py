@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
+from helpers import LOSS_NAMES, make_loss
 from hypothesis import given
 from hypothesis import strategies as st
 
 import convexfl as cfl
-from helpers import LOSS_NAMES, make_loss
 
 
 def test_lambda_conventions_convert_both_ways():

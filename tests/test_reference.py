@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
+from helpers import LOSS_NAMES, make_loss
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 import convexfl as cfl
 from convexfl.solvers.reference import ReferenceModel
-from helpers import LOSS_NAMES, make_loss
 
 
 def scipy_argmin(f_and_grad, x0):
@@ -132,7 +132,7 @@ def test_failed_or_inaccurate_status_is_a_clear_error():
 
 
 def test_scs_fallback_is_labelled_and_honest():
-    A, truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=0)
+    A, _truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=0)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(8), 0.5)
     ref = cfl.solve(prob, tol=1e-9)
     scs = cfl.solve(prob, solver="SCS", tol=1e-8, max_iter=100_000)

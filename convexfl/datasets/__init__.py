@@ -6,4 +6,4 @@ Modules: :mod:`.armacki` (planted points, planted classification, the Sec. V ell
 
 from .armacki import armacki_ellipses, planted_classification, planted_points
 
-__all__ = ["planted_points", "planted_classification", "armacki_ellipses"]
+__all__ = ["armacki_ellipses", "planted_classification", "planted_points"]

@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import as_int, as_scalar
 
-__all__ = ["planted_points", "planted_classification", "armacki_ellipses"]
+__all__ = ["armacki_ellipses", "planted_classification", "planted_points"]
 
 
 def planted_points(n_clusters: int = 3, per_cluster: int = 10, dim: int = 2, *,

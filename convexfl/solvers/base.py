@@ -8,7 +8,7 @@ import numpy as np
 
 from ..certificates import Certificate
 
-__all__ = ["Solution", "SolverError", "IncompatibleLossError"]
+__all__ = ["IncompatibleLossError", "Solution", "SolverError"]
 
 
 class SolverError(RuntimeError):

@@ -61,7 +61,7 @@ class ReferenceModel:
         assert self.problem.is_dcp(dpp=True)
 
     @classmethod
-    def cached(cls, loss, graph, penalty: str = "son") -> "ReferenceModel":
+    def cached(cls, loss, graph, penalty: str = "son") -> ReferenceModel:
         """The model for this (loss, graph, penalty), built once while both objects live."""
         key = (id(loss), id(graph), penalty)
         entry = _MODELS.get(key)
