@@ -14,8 +14,10 @@ $(VENV)/.stamp-base: pyproject.toml
 	$(PY) -m pip install -q -e ".[plot]"
 	touch $@
 
+# torch==2.13.0 first: it is the local CPU build; a bare "torch" would pull a CUDA build
 $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-base
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev,torch]"
 	touch $@
 
 setup: $(VENV)/.stamp-base
