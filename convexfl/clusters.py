@@ -19,7 +19,7 @@ from .problems import scale_of
 __all__ = ["adjusted_rand", "compare", "labels", "n_clusters", "same_partition"]
 
 
-def labels(X, tol: float | None = None) -> np.ndarray:
+def labels(X, tol: float | None = None, *, graph=None) -> np.ndarray:
     """Cluster labels ``0..K-1`` of the rows of ``X``.
 
     Parameters
@@ -27,21 +27,32 @@ def labels(X, tol: float | None = None) -> np.ndarray:
     X : array (N, d)
     tol : float, optional
         Fusion distance (default ``1e-6 · (1 + max_i ‖x_i‖)``).
+    graph : convexfl.graphs.Graph, optional
+        If given, only its edges can fuse: clusters are the components of
+        ``{(i, j) ∈ E : ‖x_i − x_j‖ ≤ tol}`` (O(E) memory; the natural notion on sparse graphs,
+        identical to the all-pairs one on a complete graph).
 
     Notes
     -----
-    Uses a KD-tree radius graph (scikit-learn): memory grows with the number of pairs
-    within ``tol``, i.e. with the squared sizes of the clusters.
+    Without ``graph``, a KD-tree radius graph (scikit-learn) is used: memory grows with the
+    number of pairs within ``tol``, i.e. with the squared sizes of the clusters.
     """
     from sklearn.neighbors import radius_neighbors_graph
 
     X = as_float_array(X, "X", ndim=2)
     tol = DEFAULT_FUSE_RTOL * scale_of(X) if tol is None else as_scalar(tol, "tol", low=0.0)
-    if X.shape[0] == 1:
+    n = X.shape[0]
+    if n == 1:
         return np.zeros(1, dtype=np.int64)
-    adj = radius_neighbors_graph(X, radius=tol, mode="connectivity", include_self=False)
+    if graph is not None:
+        if graph.n_nodes != n:
+            raise ValueError(f"graph: has {graph.n_nodes} nodes but X has {n} rows")
+        close = np.linalg.norm(graph.differences(X), axis=1) <= tol
+        adj = graph.subgraph_edges(close).adjacency
+    else:
+        adj = radius_neighbors_graph(X, radius=tol, mode="connectivity", include_self=False)
     _, lab = connected_components(adj, directed=False)
-    return check_partition(lab, X.shape[0])
+    return check_partition(lab, n)
 
 
 def n_clusters(X, tol: float | None = None) -> int:

@@ -29,3 +29,12 @@ def test_solution_labels_use_the_solvers_fuse_tol():
     assert res.n_clusters == 3
     with pytest.raises(ValueError, match="tol: must be >= 0"):
         cfl.clusters.labels(A, tol=-1)
+
+
+def test_labels_restricted_to_graph_edges():
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    path = cfl.graphs.from_edges([[0, 1]], n_nodes=3)
+    np.testing.assert_array_equal(cfl.clusters.labels(X, tol=1e-6, graph=path), [0, 0, 1])
+    np.testing.assert_array_equal(cfl.clusters.labels(X, tol=1e-6), [0, 0, 0])
+    with pytest.raises(ValueError, match="graph: has 3 nodes but X has 2 rows"):
+        cfl.clusters.labels(X[:2], graph=path)

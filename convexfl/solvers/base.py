@@ -53,6 +53,8 @@ class Solution:
         Method-specific per-iteration records.
     flows : ndarray (E, d) or None
         Edge flows ``u_ij = λ w_ij s_ij`` from the solver's duals, when it has them.
+    graph : Graph or None
+        The problem's graph (for :meth:`labels` on sparse graphs).
     """
 
     X: np.ndarray
@@ -71,11 +73,16 @@ class Solution:
     lam_convention: str = "son"
     history: dict = field(default_factory=dict)
     flows: np.ndarray | None = None
+    graph: object = field(default=None, repr=False)
 
     def labels(self, tol: float | None = None) -> np.ndarray:
-        """Cluster labels of the users (see :func:`convexfl.clusters.labels`)."""
+        """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse
+        problem graph only its edges fuse (``graph`` holds it)."""
         from ..clusters import labels
-        return labels(self.X, tol=self.fuse_tol if tol is None else tol)
+        g = self.graph
+        sparse = g is not None and g.n_edges < g.n_nodes * (g.n_nodes - 1) // 2
+        return labels(self.X, tol=self.fuse_tol if tol is None else tol,
+                      graph=self.graph if sparse else None)
 
     @property
     def n_clusters(self) -> int:

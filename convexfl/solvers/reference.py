@@ -140,7 +140,7 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
         inner.history["W"] = inner.X
         inner.X = prob.expand(inner.X)
         inner.objective = prob.objective(inner.X)
-        inner.flows = None
+        inner.flows, inner.graph = None, prob.graph
         return inner
     if isinstance(prob, SumOfNorms):
         model, lam = ReferenceModel.cached(prob.loss, prob.graph, "son"), prob.lam
@@ -180,7 +180,8 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
         fuse_tol=ftol, kkt_tol=kkt_tol, status=status,
         message="" if ok else (f"solver reported optimal but the certified KKT residual "
                                f"{cert.kkt_residual:.2e} exceeds kkt_tol={kkt_tol:.1e}"),
-        flows=flows, history={"polished": polished, "solver_tol": tol_used})
+        flows=flows, history={"polished": polished, "solver_tol": tol_used},
+        graph=prob.graph)
 
 
 def polish(prob: SumOfNorms, X, *, fuse_tol: float, max_iter: int = 50):
