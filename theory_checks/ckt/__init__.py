@@ -1,0 +1,3 @@
+"""Checks of Cho, Wang, Chiruvolu & Joshi, *PerFed-CKT* (linear-regression analysis)."""
+
+from . import thm42  # noqa: F401
