@@ -1,3 +1,3 @@
 """Checks of Cho, Wang, Chiruvolu & Joshi, *PerFed-CKT* (linear-regression analysis)."""
 
-from . import thm42  # noqa: F401
+from . import thm42, toy  # noqa: F401
