@@ -17,7 +17,7 @@ $(VENV)/.stamp-base: pyproject.toml
 # torch==2.13.0 first: it is the local CPU build; a bare "torch" would pull a CUDA build
 $(VENV)/.stamp-dev: pyproject.toml $(VENV)/.stamp-base
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,torch]"
+	$(PY) -m pip install -q -e ".[dev,torch,flower]"
 	touch $@
 
 setup: $(VENV)/.stamp-base

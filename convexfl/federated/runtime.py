@@ -423,6 +423,7 @@ def _metrics(server, clients):
 def _run_round(server, clients, plan, t):
     participants = _sample(plan, t)
     payloads = {i: server.payload(i, t) for i in participants}
+    down = [message_size(p) for p in payloads.values()]  # before a client can mutate one
     replies, dropped, failed = {}, [], {}
     for i in participants:
         if _drops_out(plan, t, i):
@@ -434,7 +435,6 @@ def _run_round(server, clients, plan, t):
         else:
             failed[i] = reason
     server.update(replies, t, derive_rng(plan.entropy, "server_update", round=t))
-    down = [message_size(p) for p in payloads.values()]
     up = [message_size(r) for r in replies.values()]
     return RoundRecord(
         round=t,

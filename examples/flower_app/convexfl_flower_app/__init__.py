@@ -1,0 +1,1 @@
+"""A Flower app that runs a convexfl algorithm (see docs/flower.md)."""
