@@ -1,0 +1,5 @@
+"""``python -m convexfl.torch``: print the digits comparison table."""
+
+from .compare import main
+
+main()

@@ -1,0 +1,502 @@
+"""Shared machinery of the torch trainers: devices, generators, parameters, local SGD,
+messages, client data and the common estimator base class.
+
+Conventions
+-----------
+* Parameters are plain ``dict[str, torch.Tensor]`` (float32, on the trainer's device),
+  evaluated through ``torch.func.functional_call`` on a module *template* built on the
+  ``meta`` device (the template holds shapes only, so building it neither allocates nor
+  touches any random generator).
+* Every random draw comes from an explicit generator derived from the run's seed: numpy
+  generators (handed to each client update by the runtime) for mini-batches and sampling,
+  and CPU ``torch.Generator`` objects seeded from them for initial parameters. The global
+  torch and numpy generators are never used, so results do not depend on what the caller
+  did with them, and a run on CPU is bit-identical for the same seed.
+* Messages are dicts of float32 (or int32) numpy arrays, no scalars, so that
+  "numbers sent" = bytes / 4 (see :func:`numbers_sent`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from torch.func import functional_call
+
+from .._validation import as_int, as_scalar
+from ..federated import root_entropy, run_federated
+
+__all__ = ["resolve_device"]
+
+DTYPE = torch.float32
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+def resolve_device(device="cpu") -> torch.device:
+    """The torch device named by ``device``.
+
+    Parameters
+    ----------
+    device : {"cpu", "cuda", "cuda:<k>", "auto"} or torch.device
+        ``"auto"`` is CUDA when available, else the CPU.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    RuntimeError
+        If a CUDA device is requested but CUDA is not available (or the index does not
+        exist).
+    ValueError
+        For any other value.
+    """
+    if isinstance(device, torch.device):
+        name = str(device)
+    elif isinstance(device, str):
+        name = device.strip().lower()
+    else:
+        raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<k>' or 'auto', got {device!r}")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"device={device!r}: CUDA is not available (torch.cuda.is_available() is "
+                f"False; torch {torch.__version__}, CUDA build: {torch.version.cuda}); "
+                "use device='cpu', or device='auto' to fall back to the CPU"
+            )
+        try:
+            dev = torch.device(name)
+        except RuntimeError:
+            raise ValueError(f"device: cannot parse {device!r} as a CUDA device") from None
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) visible"
+            )
+        return dev
+    raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<k>' or 'auto', got {device!r}")
+
+
+# ----------------------------------------------------------------------------- randomness
+
+
+def torch_generator(rng: np.random.Generator) -> torch.Generator:
+    """A CPU torch generator seeded by one draw of ``rng``."""
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(int(rng.integers(0, 2**62)))
+    return gen
+
+
+def seed_int(rng: np.random.Generator) -> int:
+    """One 31-bit seed drawn from ``rng`` (for scikit-learn's ``random_state``)."""
+    return int(rng.integers(0, 2**31 - 1))
+
+
+class BatchSampler:
+    """Mini-batch indices (drawn with numpy, moved to ``device``); ``None`` = full batch."""
+
+    def __init__(self, rng, n, batch_size, device):
+        self.rng = rng
+        self.n = int(n)
+        self.full = batch_size is None or batch_size >= self.n
+        self.batch_size = self.n if self.full else int(batch_size)
+        self.device = device
+
+    def __call__(self):
+        if self.full:
+            return None
+        idx = self.rng.choice(self.n, size=self.batch_size, replace=False)
+        return torch.as_tensor(idx, dtype=torch.long, device=self.device)
+
+
+def take(t, idx):
+    """``t[idx]``, or ``t`` itself when ``idx`` is ``None`` (full batch)."""
+    return t if idx is None else t.index_select(0, idx)
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def as_template(model) -> torch.nn.Module:
+    """A shape-only module on the meta device (for ``functional_call``).
+
+    ``model`` is a zero-argument builder, called under ``torch.device("meta")`` (so that no
+    memory is allocated and no random generator is touched), or a module, which is copied
+    (the caller's module is left as it is).
+    """
+    if isinstance(model, torch.nn.Module):
+        if all(p.is_meta for p in model.parameters()):
+            return model
+        return copy.deepcopy(model).to("meta")
+    with torch.device("meta"):
+        return model()
+
+
+def init_parameters(template, generator: torch.Generator, device) -> dict:
+    """Fresh parameters for ``template``, drawn on the CPU and moved to ``device``.
+
+    Weights and biases of a layer with fan-in ``f`` are uniform on ``[-1/sqrt(f), 1/sqrt(f)]``
+    (PyTorch's default for linear and convolution layers); 1-D weights of normalisation
+    layers start at 1 and their biases at 0.
+    """
+    out = {}
+    for mname, sub in template.named_modules():
+        own = dict(sub.named_parameters(recurse=False))
+        if not own:
+            continue
+        weight = own.get("weight")
+        norm_layer = weight is not None and weight.ndim == 1
+        fan_in = math.prod(weight.shape[1:]) if weight is not None and weight.ndim >= 2 else 1
+        bound = 1.0 / math.sqrt(max(fan_in, 1))
+        for pname, p in own.items():
+            key = f"{mname}.{pname}" if mname else pname
+            if norm_layer:
+                value = torch.ones(p.shape, dtype=DTYPE) if pname == "weight" else torch.zeros(
+                    p.shape, dtype=DTYPE)
+            else:
+                value = (torch.rand(p.shape, generator=generator, dtype=DTYPE) * 2 - 1) * bound
+            out[key] = value
+    return {k: out[k].to(device) for k, _ in template.named_parameters()}
+
+
+def to_message(params: dict, prefix: str) -> dict:
+    """Parameters as a message: ``{prefix + name: float32 numpy array}``."""
+    return {prefix + k: v.detach().to("cpu", DTYPE).numpy().copy() for k, v in params.items()}
+
+
+def from_message(message: dict, prefix: str, device) -> dict:
+    """The entries of ``message`` under ``prefix`` as float32 tensors on ``device``."""
+    n = len(prefix)
+    return {k[n:]: torch.as_tensor(np.asarray(v, dtype=np.float32), device=device)
+            for k, v in message.items() if k.startswith(prefix)}
+
+
+def numpy_params(message: dict, prefix: str) -> dict:
+    """The entries of ``message`` under ``prefix`` as float32 numpy arrays (server side)."""
+    n = len(prefix)
+    return {k[n:]: np.asarray(v, dtype=np.float32) for k, v in message.items()
+            if k.startswith(prefix)}
+
+
+def with_prefix(arrays: dict, prefix: str) -> dict:
+    return {prefix + k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()}
+
+
+def vec32(x) -> np.ndarray:
+    """A float32 1-D numpy array (a message value)."""
+    return np.atleast_1d(np.asarray(x, dtype=np.float32))
+
+
+# ----------------------------------------------------------------------------- local SGD
+
+
+def sgd(params: dict, loss_fn, *, steps: int, lr: float, sampler, trainable=None) -> dict:
+    """``steps`` plain SGD steps on ``loss_fn(params, batch_index)``.
+
+    ``trainable`` (a set of names) restricts the update; the other entries are constants.
+    Returns new detached tensors (the input dict is not changed).
+    """
+    cur = {k: v.detach() for k, v in params.items()}
+    names = [k for k in cur if trainable is None or k in trainable]
+    for _ in range(steps):
+        idx = sampler()
+        for k in names:
+            cur[k] = cur[k].detach().requires_grad_(True)
+        loss = loss_fn(cur, idx)
+        grads = torch.autograd.grad(loss, [cur[k] for k in names])
+        with torch.no_grad():
+            for k, g in zip(names, grads, strict=True):
+                cur[k] = cur[k] - lr * g
+    return {k: v.detach() for k, v in cur.items()}
+
+
+def forward(template, params, *args):
+    return functional_call(template, params, args)
+
+
+@torch.no_grad()
+def accuracy_of(logits: torch.Tensor, y: torch.Tensor) -> float:
+    if y.numel() == 0:
+        return float("nan")
+    return float((logits.argmax(dim=1) == y).to(torch.float64).mean().item())
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass
+class ClientTensors:
+    """One client's data on the device, handed to the client functions by the runtime."""
+
+    client_id: int
+    X_train: torch.Tensor
+    y_train: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+    public: torch.Tensor | None = None
+    arch: int = 0
+
+    @property
+    def n_train(self) -> int:
+        return int(self.X_train.shape[0])
+
+
+def _client_arrays(c):
+    """``(X_train, y_train, X_test, y_test)`` of one client entry."""
+    if all(hasattr(c, a) for a in ("X_train", "y_train", "X_test", "y_test")):
+        return c.X_train, c.y_train, c.X_test, c.y_test
+    if isinstance(c, (tuple, list)) and len(c) in (2, 4):
+        if len(c) == 2:
+            X, y = c
+            return X, y, np.zeros((0, np.asarray(X).shape[1])), np.zeros(0, dtype=np.int64)
+        return tuple(c)
+    raise TypeError("clients: each entry must have X_train, y_train, X_test, y_test "
+                    "(e.g. a ClientSplit) or be a tuple (X, y) or (X_train, y_train, X_test, "
+                    f"y_test); got {type(c).__name__}")
+
+
+def prepare_clients(data, y=None, groups=None):
+    """Validate federated data; return ``(list of 4-tuples of numpy arrays, n_features,
+    n_classes, public or None)``.
+
+    ``data`` is a sequence of client entries (see :func:`_client_arrays`, e.g. a
+    ``FederatedDataset``) or, with ``y`` and ``groups``, one array ``X`` whose rows belong
+    to the users named by ``groups`` (training data only).
+    """
+    from .._validation import as_float_array, check_groups
+
+    public = getattr(data, "public", None)
+    if y is not None or groups is not None:
+        if y is None or groups is None:
+            raise ValueError("fit(X, y, groups): y and groups must be given together")
+        X = as_float_array(data, "X", ndim=2)
+        yy = np.asarray(y)
+        if yy.shape != (X.shape[0],):
+            raise ValueError(f"y: expected shape ({X.shape[0]},), got {yy.shape}")
+        _, user = check_groups(groups, X.shape[0])
+        entries = [(X[user == i], yy[user == i]) for i in range(int(user.max()) + 1)]
+    else:
+        if isinstance(data, (np.ndarray, str, bytes)) or not hasattr(data, "__len__"):
+            raise TypeError("clients: expected a sequence of client splits (e.g. a "
+                            f"FederatedDataset), got {type(data).__name__}")
+        entries = list(data)
+    if len(entries) == 0:
+        raise ValueError("clients: is empty; a federation needs at least one client")
+    out, n_features, n_classes = [], None, 0
+    for i, c in enumerate(entries):
+        Xtr, ytr, Xte, yte = _client_arrays(c)
+        Xtr = as_float_array(Xtr, f"clients[{i}].X_train", ndim=2)
+        Xte = as_float_array(Xte, f"clients[{i}].X_test", ndim=2, allow_empty=True)
+        ytr, yte = _labels(ytr, f"clients[{i}].y_train"), _labels(yte, f"clients[{i}].y_test")
+        if Xtr.shape[0] != ytr.shape[0] or Xte.shape[0] != yte.shape[0]:
+            raise ValueError(f"clients[{i}]: X and y have different numbers of rows")
+        n_features = Xtr.shape[1] if n_features is None else n_features
+        if Xtr.shape[1] != n_features or (Xte.size and Xte.shape[1] != n_features):
+            raise ValueError(f"clients[{i}]: has {Xtr.shape[1]} features, client 0 has "
+                             f"{n_features}")
+        n_classes = max(n_classes, int(ytr.max(initial=-1)) + 1, int(yte.max(initial=-1)) + 1)
+        out.append((Xtr, ytr, Xte.reshape(-1, n_features), yte))
+    n_classes = max(n_classes, int(getattr(data, "n_classes", 0) or 0))
+    if n_classes < 2:
+        raise ValueError("clients: need at least 2 classes among the labels")
+    if public is not None:
+        public = as_float_array(public, "public", ndim=2)
+        if public.shape[1] != n_features:
+            raise ValueError(f"public: has {public.shape[1]} features, clients have "
+                             f"{n_features}")
+    return out, n_features, n_classes, public
+
+
+def _labels(y, name):
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array of class labels, got shape {y.shape}")
+    if y.size and (y.dtype.kind not in "iuf" or np.any(y != np.round(y)) or y.min() < 0):
+        raise ValueError(f"{name}: class labels must be integers 0..C-1")
+    return y.astype(np.int64)
+
+
+def to_device(entries, device, public=None, archs=None):
+    pub = None if public is None else torch.as_tensor(public, dtype=DTYPE, device=device)
+    out = []
+    for i, (Xtr, ytr, Xte, yte) in enumerate(entries):
+        out.append(ClientTensors(
+            client_id=i,
+            X_train=torch.as_tensor(Xtr, dtype=DTYPE, device=device),
+            y_train=torch.as_tensor(ytr, dtype=torch.long, device=device),
+            X_test=torch.as_tensor(Xte, dtype=DTYPE, device=device),
+            y_test=torch.as_tensor(yte, dtype=torch.long, device=device),
+            public=pub,
+            arch=0 if archs is None else int(archs[i]),
+        ))
+    return out
+
+
+# ----------------------------------------------------------------------------- accounting
+
+
+def numbers_sent(history) -> dict:
+    """Numbers (array entries) sent per round, from a run's message accounting.
+
+    Every message of these trainers holds only 4-byte arrays (float32 / int32), so a round's
+    count of numbers is its bytes / 4.
+
+    Returns
+    -------
+    dict
+        ``up``, ``down``, ``total``: int arrays with one entry per round; ``total_up``,
+        ``total_down``, ``grand_total``: ints.
+    """
+    up = history.column("bytes_up") // 4
+    down = history.column("bytes_down") // 4
+    return {"up": up, "down": down, "total": up + down, "total_up": int(up.sum()),
+            "total_down": int(down.sum()), "grand_total": int(up.sum() + down.sum())}
+
+
+# ----------------------------------------------------------------------------- base class
+
+
+class TorchFederatedTrainer(BaseEstimator):
+    """Common ``fit`` / ``score`` plumbing (scikit-learn manners: ``__init__`` only stores its
+    arguments, ``get_params`` / ``clone`` work, fitted attributes end in ``_``)."""
+
+    name = "trainer"
+
+    def _common_checks(self):
+        self.rounds_ = as_int(self.rounds, "rounds", low=1)
+        self.local_steps_ = as_int(self.local_steps, "local_steps", low=1)
+        self.lr_ = as_scalar(self.lr, "lr", low=0.0, low_inclusive=False)
+        if self.batch_size is not None:
+            as_int(self.batch_size, "batch_size", low=1)
+        p = self.participation
+        if isinstance(p, bool) or not isinstance(p, numbers.Real):
+            raise TypeError(f"participation: expected a fraction or a count, got {p!r}")
+        self.device_ = resolve_device(self.device)
+
+    def _fit(self, data, y=None, groups=None, *, public=None):
+        self._common_checks()
+        entries, n_features, n_classes, pub = prepare_clients(data, y, groups)
+        if public is not None:
+            pub = _check_public(public, n_features)
+        self.n_clients_ = len(entries)
+        self.n_features_ = n_features
+        self.n_classes_ = n_classes
+        self.n_train_ = np.array([e[0].shape[0] for e in entries])
+        self.entropy_ = root_entropy(self.random_state)
+        self._prepare(entries, pub)
+        clients = to_device(entries, self.device_, self._public_array(pub),
+                            getattr(self, "client_archs_", None))
+        self._clients = clients
+        algorithm = self._algorithm(clients)
+        result = run_federated(algorithm, clients, rounds=self.rounds_,
+                               participation=self.participation, random_state=self.entropy_,
+                               progress=bool(self.progress))
+        failures = result.history.failures()
+        if failures:
+            t, cid, reason = failures[0]
+            raise RuntimeError(f"{self.name}: client {cid} failed in round {t}: {reason} "
+                               f"({len(failures)} failure(s) in all)")
+        self.result_ = result
+        self.history_ = result.history
+        self.communication_ = numbers_sent(result.history)
+        self._finish(result)
+        self.train_accuracy_ = self.client_accuracy(which="train")
+        self.test_accuracy_ = self.client_accuracy(which="test")
+        self.initial_test_accuracy_ = result.history.initial_metrics.get(
+            "mean_test_accuracy", float("nan"))
+        return self
+
+    # hooks -------------------------------------------------------------------------
+    def _prepare(self, entries, public):  # pragma: no cover - overridden when needed
+        pass
+
+    def _public_array(self, public):
+        return None
+
+    def _finish(self, result):
+        pass
+
+    def _logits(self, client_id, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # evaluation ----------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "result_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted yet; call fit first")
+
+    def predict_logits(self, X, client: int) -> np.ndarray:
+        """Client ``client``'s personalised logits on rows ``X`` (numpy, float32)."""
+        self._check_fitted()
+        client = as_int(client, "client", low=0, high=self.n_clients_ - 1)
+        Xt = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device_)
+        with torch.no_grad():
+            return self._logits(client, Xt).detach().cpu().numpy()
+
+    def predict(self, X, client: int) -> np.ndarray:
+        """Predicted classes of client ``client``'s personalised model."""
+        return self.predict_logits(X, client).argmax(axis=1)
+
+    def client_accuracy(self, data=None, which: str = "test") -> np.ndarray:
+        """Accuracy of every client's personalised model on its own train or test data."""
+        self._check_fitted()
+        if which not in ("train", "test"):
+            raise ValueError(f"which: must be 'train' or 'test', got {which!r}")
+        if data is None:
+            clients = self._clients
+            pairs = [(getattr(c, f"X_{which}"), getattr(c, f"y_{which}")) for c in clients]
+        else:
+            entries, *_ = prepare_clients(data)
+            if len(entries) != self.n_clients_:
+                raise ValueError(f"data: has {len(entries)} clients, the model {self.n_clients_}")
+            col = (0, 1) if which == "train" else (2, 3)
+            pairs = [(torch.as_tensor(e[col[0]], dtype=DTYPE, device=self.device_),
+                      torch.as_tensor(e[col[1]], dtype=torch.long, device=self.device_))
+                     for e in entries]
+        with torch.no_grad():
+            return np.array([accuracy_of(self._logits(i, X), y) if len(y) else np.nan
+                             for i, (X, y) in enumerate(pairs)])
+
+    def score(self, data=None) -> float:
+        """Mean over clients (with test data) of the personalised test accuracy."""
+        acc = self.client_accuracy(data, which="test")
+        acc = acc[np.isfinite(acc)]
+        return float(acc.mean()) if acc.size else float("nan")
+
+
+def _check_public(public, n_features):
+    from .._validation import as_float_array
+
+    pub = as_float_array(public, "public", ndim=2)
+    if pub.shape[1] != n_features:
+        raise ValueError(f"public: has {pub.shape[1]} features, clients have {n_features}")
+    return pub
+
+
+def mean_accuracy_metrics(clients, logits_fn) -> dict:
+    """``mean_test_accuracy`` and ``mean_train_accuracy`` over clients (runtime metrics)."""
+    with torch.no_grad():
+        te = [accuracy_of(logits_fn(c, c.X_test), c.y_test) for c in clients if len(c.y_test)]
+        tr = [accuracy_of(logits_fn(c, c.X_train), c.y_train) for c in clients]
+    return {"mean_test_accuracy": float(np.mean(te)) if te else float("nan"),
+            "mean_train_accuracy": float(np.mean(tr))}
+
+
+def weighted_average(deltas: dict, weights: dict) -> dict:
+    """``Σ_i w_i Δ_i / Σ_i w_i`` over the received clients, per array name (numpy)."""
+    total = sum(weights[i] for i in deltas)
+    out = None
+    for i, d in deltas.items():
+        scaled = {k: (weights[i] / total) * v.astype(np.float64) for k, v in d.items()}
+        out = scaled if out is None else {k: out[k] + scaled[k] for k in out}
+    return out
