@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 
+from .path import son_path
 from .problems import (Reduced, SquaredPenalty, SumOfNorms, from_paper_lambda, global_model,
                        local_models, oracle, to_paper_lambda)
 from .solvers import Solution, SolverError, solve
@@ -27,10 +28,10 @@ __version__ = "0.1.0"
 __all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_models", "oracle",
            "from_paper_lambda", "to_paper_lambda", "solve", "Solution", "SolverError",
            "losses", "graphs", "problems", "certificates", "clusters", "datasets", "solvers",
-           "bounds"]
+           "bounds", "son_path", "path", "plotting"]
 
 _SUBMODULES = {"bounds", "losses", "graphs", "problems", "certificates", "clusters", "datasets",
-               "solvers", "ckt", "federated"}
+               "path", "plotting", "solvers", "ckt", "federated", "cgpfl", "baselines", "ppfl"}
 
 
 def __getattr__(name):

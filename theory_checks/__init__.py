@@ -11,7 +11,7 @@ Checks are grouped by paper: :mod:`.armacki`, :mod:`.ckt` (more as the modules t
 land).
 """
 
-from . import armacki, cgpfl, ckt  # noqa: F401  (registers the checks)
+from . import armacki, cgpfl, ckt, ppfl  # noqa: F401  (registers the checks)
 from .registry import REGISTRY, Control, Outcome, register
 from .runner import run_checks, write_report
 

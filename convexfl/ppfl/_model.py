@@ -245,11 +245,16 @@ def mirror_step(pi, grad, step, *, kind="entropic", floor=0.0):
     With ``floor = ε > 0`` (paper Remark 2) the result is :math:`(π^+ + ε)/(1 + Kε)`, which
     stays on the simplex with every entry ``≥ ε/(1 + Kε)``.
     """
+    check_choice(kind, "kind", MIRRORS)
     z = -step * np.asarray(grad, dtype=float)
     if kind == "double_exp":
         z = np.exp(np.minimum(z, 700.0))
-    z = z - np.max(z, axis=-1, keepdims=True)
-    w = np.asarray(pi, dtype=float) * np.exp(z)
+    pi = np.asarray(pi, dtype=float)
+    # normalise in log space over each row's support, so that zero entries stay zero and
+    # the others cannot all underflow (which would give 0/0)
+    with np.errstate(divide="ignore"):
+        logw = np.where(pi > 0, np.log(pi) + z, -np.inf)
+    w = np.exp(logw - np.max(logw, axis=-1, keepdims=True))
     w = w / np.sum(w, axis=-1, keepdims=True)
     if floor > 0.0:
         w = (w + floor) / (1.0 + w.shape[-1] * floor)

@@ -1,0 +1,339 @@
+"""λ-bounds: the exact recovery interval and fusion threshold against the reference solver,
+and the theorem intervals inside them (MATH.md §1.3–1.4)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import convexfl as cfl
+from convexfl import bounds as B
+from convexfl.solvers import SolverError
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+def reference(prob, lam, tol=1e-8):
+    """The reference solution at λ (a looser interior-point tolerance if the tight one stops
+    at 'optimal_inaccurate'; the polish and the certificate do the rest)."""
+    for t in sorted({tol, 1e-8, 1e-7, 1e-6}):
+        if t < tol:
+            continue
+        try:
+            return cfl.solve(prob.with_lam(lam), method="cvxpy", tol=t)
+        except SolverError:
+            continue
+    raise AssertionError(f"the reference solver failed at λ = {lam}")  # pragma: no cover
+
+
+def son_labels(prob, lam):
+    return reference(prob, lam).labels()
+
+
+def recovers(prob, lam, truth):
+    return cfl.clusters.same_partition(son_labels(prob, lam), truth)
+
+
+def all_fused(prob, lam):
+    """Whether the fused global model solves (SON) at λ, judged by the reference solver: a
+    solver iterate with a lower objective than the fused model proves it is not optimal.
+    (Near λ̂ the interior-point iterate is within ~1e-5 of fused but not exactly fused, so
+    its clusters are a noisier test than its objective.)"""
+    ystar = cfl.solve(cfl.global_model(prob.loss), method="cvxpy", tol=1e-10).X[0]
+    p = prob.with_lam(lam)
+    fused = p.objective(np.tile(ystar, (prob.n_users, 1)))
+    sol = reference(prob, lam, tol=1e-10)
+    return bool(sol.objective >= fused - 1e-12 * (1.0 + abs(fused)))
+
+
+def quadratic_problem(A):
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(len(A)), 0.0)
+
+
+planted = st.tuples(st.integers(2, 3), st.integers(2, 4), st.integers(1, 2),
+                    st.integers(0, 10_000))
+
+
+def planted_quadratic(spec):
+    k, m, d, seed = spec
+    A, truth = cfl.datasets.planted_points(k, m, d, separation=12.0, radius=1.0,
+                                           random_state=seed)
+    return quadratic_problem(A), truth
+
+
+def classification_problem(loss_cls, seed, *, users=3, samples=100):
+    X, y, groups, truth = cfl.datasets.planted_classification(
+        3, users, samples, 2, flip=0.0, random_state=seed)
+    loss = loss_cls.from_groups(X, y, groups, c=0.01)
+    return cfl.SumOfNorms(loss, cfl.graphs.complete(loss.n_users), 0.0), truth
+
+
+# ---------------------------------------------------------------------------------------------
+# the Bound value object
+# ---------------------------------------------------------------------------------------------
+
+def test_bound_reports_number_or_interval_and_is_json_ready():
+    num = B.Bound("x", "exact", 2.0, 2.0, inputs={"a": np.arange(3), "_big": np.ones(9)})
+    assert num.value == 2.0 and num.kind == "exact" and num.is_number
+    iv = B.Bound("y", "certified bound", 1.0, math.inf, related={"n": num})
+    with pytest.raises(AttributeError, match="interval"):
+        _ = iv.value
+    d = json.loads(json.dumps(iv.to_dict()))
+    assert d["hi"] == "inf" and d["related"]["n"]["value"] == 2.0
+    assert "_big" not in json.dumps(num.to_dict())
+    assert B.Bound("z", "estimate", 3.0, 1.0).is_empty
+    with pytest.raises(ValueError, match="kind"):
+        B.Bound("z", "guess", 0.0, 1.0)
+
+
+@given(seed=st.integers(0, 10_000), m=st.integers(1, 4), n=st.integers(1, 4))
+def test_ball_norm_extrema_bracket_sampled_values_and_are_attained(seed, m, n):
+    rng = np.random.default_rng(seed)
+    A, e = rng.standard_normal((m, n)), rng.standard_normal(m)
+    vmin, vmax = B._ball_norm_extrema(A, e)
+    U = rng.standard_normal((4000, n))
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    U[2000:] *= rng.uniform(size=(2000, 1)) ** (1 / n)   # half on the sphere, half inside
+    vals = np.linalg.norm(U @ A.T + e, axis=1)
+    assert vmin <= vals.min() + 1e-9 and vals.max() <= vmax + 1e-9
+    # attained: the sampled extremes approach them (loosely, sampling is coarse)
+    assert vals.max() >= vmax - 0.25 * (1 + vmax) and vals.min() <= vmin + 0.25 * (1 + vmax)
+
+
+# ---------------------------------------------------------------------------------------------
+# quadratic loss: closed forms and the exact interval against the solver
+# ---------------------------------------------------------------------------------------------
+
+@settings(max_examples=6)
+@given(spec=planted)
+def test_quadratic_exact_recovery_interval_contains_theorem_intervals_and_is_sharp(spec):
+    prob, truth = planted_quadratic(spec)
+    rec = B.recovery_interval(prob, truth, rtol=1e-6)
+    assert rec.kind == "exact" and not rec.is_empty, rec.note
+    t3, t12 = rec.related["theorem3"], rec.related["theorem1_2"]
+    cons = rec.related["conservative"]
+    assert t3.kind == t12.kind == cons.kind == "exact"
+    for inner in (t3, t12, cons):
+        if not inner.is_empty:
+            assert rec.lo <= inner.lo * (1 + 1e-6) and inner.hi <= rec.hi * (1 + 1e-6)
+    if not t3.is_empty:  # Theorem 3 ⊂ Theorems 1+2 ⊂ exact
+        assert t12.lo <= t3.lo + 1e-12 and t3.hi <= t12.hi + 1e-12
+    # inside: the reference solver recovers the planted partition; just outside it does not
+    assert recovers(prob, math.sqrt(rec.lo * rec.hi), truth)
+    assert not recovers(prob, rec.lo * 0.98, truth)
+    assert not recovers(prob, rec.hi * 1.02, truth)
+
+
+@settings(max_examples=2)
+@given(spec=planted)
+def test_fusion_threshold_matches_bisection_on_solver_solutions(spec):
+    prob, _ = planted_quadratic(spec)
+    fb = B.fusion_threshold(prob)
+    lower, upper = fb.related["lower"].value, fb.related["upper"].value
+    assert fb.kind == "exact" and lower <= fb.value * (1 + 1e-9)
+    assert fb.value <= upper * (1 + 1e-9)
+    # bisection on the solver's solutions ("all models equal"), started from a bracket the
+    # solver confirms, down to a relative width of 2e-5
+    a, b = fb.value * 0.99, fb.value * 1.01
+    assert not all_fused(prob, a) and all_fused(prob, b)
+    while b - a > 2e-5 * b:
+        m = 0.5 * (a + b)
+        a, b = (a, m) if all_fused(prob, m) else (m, b)
+    assert abs(0.5 * (a + b) - fb.value) <= 1e-4 * fb.value
+
+
+def test_quadratic_theorem_thresholds_match_closed_forms():
+    A, truth = cfl.datasets.planted_points(3, 4, 2, separation=12.0, random_state=3)
+    prob = quadratic_problem(A)
+    t1 = B.theorem1_threshold(prob, truth, 0.3)
+    t2 = B.theorem2_threshold(prob, truth, 0.3)
+    t12 = B.theorem12_interval(prob, truth)
+    assert t12.inputs["closed_form"] and t1.value == pytest.approx(t12.lo, rel=1e-9)
+    assert t2.value == pytest.approx(t12.hi, rel=1e-7)
+    means = np.stack([A[truth == k].mean(axis=0) for k in range(3)])
+    diam = max(np.max(np.linalg.norm(A[truth == k][:, None] - A[truth == k][None], axis=2))
+               for k in range(3))
+    assert t1.value == pytest.approx(diam / 4)
+    gaps = [np.linalg.norm(means[k] - means[l]) for k in range(3) for l in range(3) if k != l]
+    assert t2.value == pytest.approx(min(gaps) / (2 * 8), rel=1e-7)
+    t3 = B.theorem3_interval(prob, truth)
+    cons = B.conservative_interval(prob, truth)   # ∇f_i − ∇f_j constant: W plays no role
+    assert cons.lo == pytest.approx(t1.value) and cons.hi == pytest.approx(t2.value, rel=1e-7)
+    assert t3.lo == pytest.approx(t1.value)
+
+
+def test_partition_certificate_verdicts_inside_and_outside():
+    A, truth = cfl.datasets.planted_points(2, 4, 2, separation=10.0, random_state=1)
+    prob = quadratic_problem(A)
+    rec = B.recovery_interval(prob, truth, compare=False)
+    inside = B.partition_certificate(prob, truth, math.sqrt(rec.lo * rec.hi))
+    assert inside.recovered and inside.distinct and np.all(inside.rho <= inside.lam)
+    assert inside.kind == "exact" and inside.value == pytest.approx(np.max(inside.rho))
+    below = B.partition_certificate(prob, truth, 0.9 * rec.lo)
+    assert not below.recovered and below.distinct and np.any(below.rho > below.lam)
+    above = B.partition_certificate(prob, truth, 1.1 * rec.hi)
+    assert not above.recovered and not above.distinct
+    # K = 2 with the quadratic loss: the centroids merge exactly at ‖ā₁ − ā₂‖ / N
+    gap = np.linalg.norm(A[truth == 0].mean(0) - A[truth == 1].mean(0))
+    assert rec.hi == pytest.approx(gap / len(A), rel=1e-5)
+
+
+def test_weighted_quadratic_is_exact_with_infinite_theorem3_epsilon():
+    A, truth = cfl.datasets.planted_points(2, 3, 2, separation=12.0, random_state=2)
+    w = np.linspace(1.0, 1.5, len(A))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A, w), cfl.graphs.complete(len(A)), 0.0)
+    c3 = B.theorem3_constants(prob, truth)
+    assert c3["eps_kind"] == "exact" and np.all(np.isinf(c3["eps"]))
+    t3 = B.theorem3_interval(prob, truth)
+    assert t3.is_empty and "unbounded" in t3.note
+    cons = B.conservative_interval(prob, truth)
+    est = B.conservative_interval(prob, truth, how="estimate", n_samples=200)
+    assert cons.kind == "exact" and est.kind == "estimate"
+    # the sampled points lie in W: they cannot exceed the exact max / undercut the exact min
+    assert est.lo <= cons.lo * (1 + 1e-9) and est.hi >= cons.hi * (1 - 1e-9)
+    rec = B.recovery_interval(prob, truth)
+    if not cons.is_empty:
+        assert rec.lo <= cons.lo * (1 + 1e-6) and cons.hi <= rec.hi * (1 + 1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# other losses
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("loss_cls", [cfl.losses.Logistic, cfl.losses.SquaredHinge])
+def test_classification_exact_interval_is_sharp_against_the_solver(loss_cls):
+    prob, truth = classification_problem(loss_cls, seed=0)
+    rec = B.recovery_interval(prob, truth, rtol=1e-6)
+    assert rec.kind == "exact" and not rec.is_empty, rec.note
+    for key in ("theorem1_2", "theorem3", "conservative"):
+        inner = rec.related[key]
+        if not inner.is_empty:
+            assert rec.lo <= inner.lo * (1 + 1e-6) and inner.hi <= rec.hi * (1 + 1e-6)
+    assert recovers(prob, math.sqrt(rec.lo * rec.hi), truth)
+    assert not recovers(prob, rec.lo * 0.98, truth)
+    assert not recovers(prob, rec.hi * 1.02, truth)
+
+
+@pytest.mark.parametrize("loss_cls", [cfl.losses.Logistic, cfl.losses.SquaredHinge])
+def test_classification_fusion_threshold_matches_the_solver(loss_cls):
+    prob, _ = classification_problem(loss_cls, seed=1, users=2, samples=40)
+    fb = B.fusion_threshold(prob)
+    lower, upper = fb.related["lower"].value, fb.related["upper"].value
+    assert lower <= fb.value * (1 + 1e-9) and fb.value <= upper * (1 + 1e-9)
+    # a bisection on solver solutions would end inside this bracket of relative width 2e-4
+    assert not all_fused(prob, fb.value * (1 - 1e-4))
+    assert all_fused(prob, fb.value * (1 + 1e-4))
+
+
+@settings(max_examples=3)
+@given(seed=st.integers(0, 10_000), hinge=st.booleans())
+def test_classification_certificate_agrees_with_the_solver_on_random_instances(seed, hinge):
+    loss_cls = cfl.losses.SquaredHinge if hinge else cfl.losses.Logistic
+    prob, truth = classification_problem(loss_cls, seed, users=2, samples=60)
+    rec = B.recovery_interval(prob, truth, compare=False, n_grid=10)
+    assert rec.kind == "exact", rec.note
+    if rec.is_empty:  # then no λ of the grid may show the planted partition either
+        for lam in rec.inputs["grid"][::3]:
+            assert not recovers(prob, lam, truth)
+    else:
+        assert recovers(prob, math.sqrt(rec.lo * rec.hi), truth)
+        assert not recovers(prob, rec.hi * 1.02, truth)
+
+
+def test_theorem3_constants_are_tagged_honestly_for_other_losses():
+    prob, truth = classification_problem(cfl.losses.SquaredHinge, seed=0, users=2, samples=30)
+    c = B.theorem3_constants(prob, truth)
+    assert c["eps_kind"] == "exact" and np.all(np.isinf(c["eps"]))   # proven by a ray
+    assert c["delta_kind"] == "certified bound"
+    assert B.theorem3_interval(prob, truth).is_empty
+    prob, truth = classification_problem(cfl.losses.Logistic, seed=0, users=2, samples=30)
+    cert = B.theorem3_constants(prob, truth)
+    est = B.theorem3_constants(prob, truth, how="estimate", n_samples=150)
+    assert cert["eps_kind"] == "certified bound" and est["eps_kind"] == "estimate"
+    assert np.all(np.isfinite(cert["eps"])) and np.all(est["eps"] <= cert["eps"] + 1e-12)
+    off = ~np.eye(3, dtype=bool)
+    assert np.all(cert["delta"][off] == 0.0) and np.all(est["delta"][off] >= 0.0)
+    region = B.theorem3_interval(prob, truth, how="estimate", region_radius=1.0)
+    assert region.kind == "estimate" and "ball" in region.note
+
+
+def test_least_squares_affine_constants_and_exact_conservative_interval():
+    rng = np.random.default_rng(0)
+    Xs = rng.standard_normal((60, 2))
+    centres = np.array([[3.0, 0.0], [-3.0, 1.0]])
+    groups = np.repeat(np.arange(6), 10)
+    truth = np.repeat([0, 1], 3)
+    y = np.sum(Xs * centres[truth[groups]], axis=1) + 0.05 * rng.standard_normal(60)
+    loss = cfl.losses.LeastSquares.from_groups(Xs, y, groups, c=0.1)
+    prob = cfl.SumOfNorms(loss, cfl.graphs.complete(6), 0.0)
+    c = B.theorem3_constants(prob, truth)
+    assert c["eps_kind"] == "exact" and np.all(np.isinf(c["eps"]))   # designs differ
+    assert c["delta"][0, 1] == 0.0   # H_i − H_j invertible: the difference can vanish
+    cons = B.conservative_interval(prob, truth)
+    est = B.conservative_interval(prob, truth, how="estimate", n_samples=200)
+    assert cons.kind == "exact"
+    assert est.lo <= cons.lo * (1 + 1e-9) and est.hi >= cons.hi * (1 - 1e-9)
+
+
+def test_conservative_interval_certified_for_logistic_is_inside_the_estimate():
+    prob, truth = classification_problem(cfl.losses.Logistic, seed=0, users=2, samples=40)
+    cert = B.conservative_interval(prob, truth)
+    est = B.conservative_interval(prob, truth, how="estimate", n_samples=100)
+    assert cert.kind == "certified bound" and est.kind == "estimate"
+    assert cert.lo >= est.lo * (1 - 1e-9) and cert.hi <= est.hi * (1 + 1e-9)
+
+
+def test_theorem4_radii_hold_and_need_strong_convexity():
+    A, truth = cfl.datasets.planted_points(3, 3, 2, separation=12.0, random_state=4)
+    r = B.theorem4_radii(quadratic_problem(A), truth)
+    assert r.kind == "exact" and r.inputs["holds"]
+    assert r.inputs["observed_max_within"] <= r.lo + 1e-9
+    assert r.inputs["observed_min_between"] >= r.hi - 1e-9
+    prob, truth = classification_problem(cfl.losses.SquaredHinge, seed=0, users=2, samples=20)
+    with pytest.raises(ValueError, match="strongly convex"):
+        B.theorem4_radii(prob, truth)
+
+
+# ---------------------------------------------------------------------------------------------
+# graphs other than complete uniform, and bad input
+# ---------------------------------------------------------------------------------------------
+
+def test_recovery_interval_and_fusion_on_a_knn_graph():
+    A, truth = cfl.datasets.planted_points(2, 5, 2, separation=10.0, random_state=5)
+    g = cfl.graphs.knn(A, k=5)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 0.0)
+    fb = B.fusion_threshold(prob)
+    assert fb.related["lower"].value <= fb.value <= fb.related["upper"].value * (1 + 1e-9)
+    assert all_fused(prob, fb.value * 1.001) and not all_fused(prob, fb.value * 0.99)
+    rec = B.recovery_interval(prob, truth)
+    assert set(rec.related) == {"fusion_threshold"} and not rec.is_empty
+    assert recovers(prob, math.sqrt(rec.lo * rec.hi), truth)
+    with pytest.raises(ValueError, match="complete uniform"):
+        B.theorem3_interval(prob, truth)
+
+
+def test_disconnected_graph_has_infinite_fusion_threshold_with_an_explanation():
+    A, _ = cfl.datasets.planted_points(2, 3, 2, separation=10.0, random_state=6)
+    g = cfl.graphs.from_edges([[0, 1], [1, 2], [3, 4], [4, 5]], n_nodes=6)
+    fb = B.fusion_threshold(cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 0.0))
+    assert math.isinf(fb.value) and "components" in fb.note
+    assert 0 < fb.inputs["per_component"] < math.inf
+
+
+def test_bad_input_is_refused_naming_the_argument():
+    A, truth = cfl.datasets.planted_points(2, 3, 2, random_state=0)
+    prob = quadratic_problem(A)
+    with pytest.raises(TypeError, match="prob"):
+        B.fusion_threshold(cfl.global_model(cfl.losses.Quadratic(A)))
+    with pytest.raises(ValueError, match="partition"):
+        B.recovery_interval(prob, [0, 1])
+    with pytest.raises(ValueError, match="how"):
+        B.conservative_interval(prob, truth, how="guess")
+    with pytest.raises(ValueError, match="lam"):
+        B.partition_certificate(prob, truth, -1.0)
+    with pytest.raises(ValueError, match="rtol"):
+        B.recovery_interval(prob, truth, rtol=0.0)
