@@ -10,7 +10,9 @@ own ``fuse_tol``; the default here is ``DEFAULT_FUSE_RTOL · (1 + max_i ‖x_i�
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
 
 from ._validation import as_float_array, as_scalar, check_partition
 from .certificates import DEFAULT_FUSE_RTOL
@@ -34,11 +36,9 @@ def labels(X, tol: float | None = None, *, graph=None) -> np.ndarray:
 
     Notes
     -----
-    Without ``graph``, a KD-tree radius graph (scikit-learn) is used: memory grows with the
+    Without ``graph``, a KD-tree (scipy) finds the close pairs: memory grows with the
     number of pairs within ``tol``, i.e. with the squared sizes of the clusters.
     """
-    from sklearn.neighbors import radius_neighbors_graph
-
     X = as_float_array(X, "X", ndim=2)
     tol = DEFAULT_FUSE_RTOL * scale_of(X) if tol is None else as_scalar(tol, "tol", low=0.0)
     n = X.shape[0]
@@ -50,7 +50,8 @@ def labels(X, tol: float | None = None, *, graph=None) -> np.ndarray:
         close = np.linalg.norm(graph.differences(X), axis=1) <= tol
         adj = graph.subgraph_edges(close).adjacency
     else:
-        adj = radius_neighbors_graph(X, radius=tol, mode="connectivity", include_self=False)
+        pairs = cKDTree(X).query_pairs(tol, output_type="ndarray")
+        adj = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
     _, lab = connected_components(adj, directed=False)
     return check_partition(lab, n)
 
@@ -80,6 +81,9 @@ def adjusted_rand(a, b) -> float:
 
 def compare(found, truth) -> dict:
     """Summary of a found partition against the truth: exact match, ARI, cluster counts."""
+    found, truth = np.asarray(found), np.asarray(truth)
+    if truth.shape != found.shape:
+        raise ValueError(f"truth: expected shape {found.shape} like found, got {truth.shape}")
     return {"same_partition": same_partition(found, truth),
             "adjusted_rand": adjusted_rand(found, truth),
             "n_found": len(np.unique(found)), "n_true": len(np.unique(truth))}

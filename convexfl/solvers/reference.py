@@ -164,14 +164,18 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
                                                solver=solver)
     elapsed = time.perf_counter() - start
     ftol = 1e-5 * scale_of(X) if fuse_tol is None else as_scalar(fuse_tol, "fuse_tol")
-    cert = kkt_residual(prob, X, fuse_tol=ftol, flows=flows)
-    polished = False
+    cert, polished = None, False
     if isinstance(prob, SumOfNorms) and do_polish:
         Xp = polish(prob, X, fuse_tol=ftol)
         if Xp is not None:
-            cert_p = kkt_residual(prob, Xp, fuse_tol=ftol, flows=flows)
-            if cert_p.kkt_abs < cert.kkt_abs:
-                X, cert, polished = Xp, cert_p, True
+            cert, X_raw, X, polished = (kkt_residual(prob, Xp, fuse_tol=ftol, flows=flows),
+                                        X, Xp, True)
+            if cert.kkt_residual > kkt_tol:  # polish did not settle it: keep the better one
+                cert_raw = kkt_residual(prob, X_raw, fuse_tol=ftol, flows=flows)
+                if cert_raw.kkt_abs < cert.kkt_abs:
+                    X, cert, polished = X_raw, cert_raw, False
+    if cert is None:
+        cert = kkt_residual(prob, X, fuse_tol=ftol, flows=flows)
     ok = cert.kkt_residual <= kkt_tol
     return Solution(
         X=X, objective=cert.objective, kkt_residual=cert.kkt_residual, converged=ok,
