@@ -24,7 +24,7 @@ setup: $(VENV)/.stamp-base
 setup-dev: $(VENV)/.stamp-dev
 
 run: setup
-	$(VENV)/bin/convexfl demo
+	$(VENV)/bin/convexfl report --out convexfl-report
 
 test: setup-dev
 	$(PY) -m pytest -q

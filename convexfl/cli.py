@@ -13,6 +13,9 @@ bounds DATA
 path DATA
     A warm-started solution path; writes ``path.json``, ``path.npz`` and PNGs (clusters vs
     λ, dendrogram, clusterpath).
+report [--quick] [--out DIR]
+    The main job: the theory checks and the papers' key figures on built-in data, written as
+    ``DIR/report.html`` + ``DIR/report.json`` (resumable: finished sections are kept).
 
 Data files (``DATA``)
 ---------------------
@@ -371,6 +374,36 @@ def path_cmd(args) -> int:
 
 
 path_cmd.configure = _configure_path
+
+
+def _configure_report(p):
+    p.add_argument("--quick", action="store_true",
+                   help="small instances (minutes); the default is the full report")
+    p.add_argument("--out", default="convexfl-report", help="report folder (%(default)s)")
+    p.add_argument("--only", nargs="+", metavar="SECTION", help="run only these sections")
+    p.add_argument("--fresh", action="store_true",
+                   help="recompute sections already finished in --out")
+    p.add_argument("--no-progress", action="store_true")
+
+
+@subcommand("report", "the main job: theory checks and the papers' key figures, as one "
+                      "HTML + JSON report (resumable)")
+def report_cmd(args) -> int:
+    from .report import run_report
+
+    path = run_report(quick=args.quick, out=args.out, only=args.only, fresh=args.fresh,
+                      progress=not args.no_progress)
+    data = json.loads((path.parent / "report.json").read_text())
+    failed = [s["name"] for s in data["sections"] if s.get("status") != "done"]
+    for s in data["sections"]:
+        print(f"  {s['name']:<24} {s.get('status', '?'):<7} {s.get('seconds', 0):7.1f} s")
+    print(f"report: {path}")
+    if failed:
+        print(f"sections that failed (see the report): {failed}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+report_cmd.configure = _configure_report
 
 
 def build_parser() -> argparse.ArgumentParser:
