@@ -88,7 +88,7 @@ class Certificate:
 
 
 def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: float = 1e-3,
-                 max_iter: int = 5000) -> Certificate:
+                 max_iter: int = 5000, target: float | None = None) -> Certificate:
     """Certify a candidate ``X`` for ``prob`` (see the module docstring).
 
     Parameters
@@ -105,6 +105,12 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         Relative agreement of the upper and lower bounds at which the flow search stops.
     max_iter : int
         Iteration limit of the flow search.
+    target : float, optional
+        A stopping test's level of the normalised residual: the flow search also stops as
+        soon as the certified upper bound is ``≤ target`` or the certified lower bound is
+        ``> target`` (the question "is X within target?" is then decided; both bounds stay
+        certified, ``exact`` is False unless they also agree to ``rtol``). Solvers use it
+        to keep their stopping tests cheap.
     """
     if isinstance(prob, SquaredPenalty):
         X = prob.check_X(X)
@@ -119,13 +125,14 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         np.add.at(W, prob.labels, X)
         W /= np.bincount(prob.labels, minlength=k)[:, None]
         return kkt_residual(prob.inner, W, fuse_tol=fuse_tol, flows=flows, rtol=rtol,
-                            max_iter=max_iter)
+                            max_iter=max_iter, target=target)
     if not isinstance(prob, SumOfNorms):
         raise TypeError(f"prob: expected SumOfNorms, SquaredPenalty or Reduced, got "
                         f"{type(prob).__name__}")
     X = prob.check_X(X)
     rtol = as_scalar(rtol, "rtol", low=0.0, low_inclusive=False)
     max_iter = as_int(max_iter, "max_iter", low=0)
+    target = None if target is None else as_scalar(target, "target", low=0.0)
     tol = (DEFAULT_FUSE_RTOL * scale_of(X) if fuse_tol is None
            else as_scalar(fuse_tol, "fuse_tol", low=0.0))
     graph, lam = prob.graph, prob.lam
@@ -153,8 +160,11 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
             raise ValueError(f"flows: expected shape {(graph.n_edges, prob.dim)}, "
                              f"got {flows.shape}")
         hint = flows[fused]
+    atarget = None
+    if target is not None:
+        atarget = target * (1 + gn)
     upper, lower, iters = _min_residual(G, graph.edges[fused], cap[fused], hint, rtol,
-                                        max_iter)
+                                        max_iter, atarget)
     exact = upper - lower <= rtol * upper + 1e-13 * (1.0 + float(np.linalg.norm(G)))
     return Certificate(upper / (1 + gn), upper, lower, exact,
                        prob.objective(X), tol, int(fused.sum()), gn, iters)
@@ -205,7 +215,7 @@ def _potential_solver(n, edges, cap):
     return flow
 
 
-def _min_residual(G, edges, cap, hint, rtol, max_iter):
+def _min_residual(G, edges, cap, hint, rtol, max_iter, atarget=None):
     """Certified bounds ``(upper, lower, iterations)`` on ``min ‖G + B u‖_F`` s.t.
     ``‖u_e‖ ≤ c_e``.
 
@@ -226,6 +236,13 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter):
                      - cap @ np.linalg.norm(inc @ z, axis=1))
 
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
+    if hint is not None and atarget is not None:
+        # a solver's stopping test: its own flows may already decide it (no factorisation)
+        u_h = _project(hint, cap)
+        R_h = residual(u_h)
+        up_h = float(np.linalg.norm(R_h))
+        if up_h <= atarget:
+            return up_h, float(np.sqrt(2 * max(dual(R_h), 0.0))), 0
     potential = _potential_solver(G.shape[0], edges, cap)
     u_pot = potential(G)
     starts = [_project(u_pot, cap)] + ([] if hint is None else [_project(hint, cap)])
@@ -239,6 +256,12 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter):
 
     upper, lower2 = done(u)
     it = 0
+
+    def decided(up, low2):
+        return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
+
+    if decided(upper, lower2):
+        return upper, float(np.sqrt(2 * lower2)), it
     # alternating projections (capacity metric) between the flows that zero the excess and
     # the capacity balls: converges linearly when a feasible flow has slack
     while upper - np.sqrt(2 * lower2) > rtol * upper + atol and it < min(max_iter, 200):
@@ -251,6 +274,8 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter):
                 u, upper = cand, up_c
             break
         u, upper = cand, up_c
+        if decided(upper, lower2):
+            return upper, float(np.sqrt(2 * lower2)), it
     if upper - np.sqrt(2 * lower2) <= rtol * upper + atol:
         return upper, float(np.sqrt(2 * lower2)), it
     degree = np.bincount(edges.ravel(), minlength=G.shape[0])
@@ -271,6 +296,6 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter):
         if it % 25 == 0 or it == max_iter:
             lower2 = max(lower2, dual(R))
             up = np.sqrt(2 * h_u)
-            if up - np.sqrt(2 * lower2) <= rtol * up + atol:
+            if up - np.sqrt(2 * lower2) <= rtol * up + atol or decided(up, lower2):
                 break
     return float(np.sqrt(2 * h_u)), float(np.sqrt(2 * max(lower2, 0.0))), it

@@ -5,9 +5,26 @@ Methods
 ``"cvxpy"``
     The reference (:mod:`convexfl.solvers.reference`): cvxpy + Clarabel, exact to
     interior-point accuracy, for every problem and loss.
+``"admm"``
+    Network-lasso ADMM (:mod:`convexfl.solvers.admm`): every loss, any graph; per-user
+    proximal steps, closed-form edge updates, over-relaxation, residual balancing.
+``"pdmm"``
+    PDMM as in Armacki et al. Algorithm 1 (:mod:`convexfl.solvers.pdmm`): random user
+    subsets, auxiliary duals, damping, Bregman terms, message accounting, z-freezing.
+``"ssnal"``
+    Semismooth-Newton augmented Lagrangian for convex clustering (quadratic loss only;
+    :mod:`convexfl.solvers.ssnal`), the fastest here at certified accuracy.
+``"auto"``
+    ``"ssnal"`` for the quadratic loss, ``"admm"`` otherwise (``"cvxpy"`` for the squared
+    penalty).
 
-Every method returns a :class:`Solution` whose ``kkt_residual`` is recomputed from ``X`` by
-:mod:`convexfl.certificates`, so that no solver is trusted on its own word.
+All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
+:mod:`convexfl.certificates`) and ``max_iter`` (the method's iteration limit), and return a
+:class:`Solution` whose ``kkt_residual`` is computed from ``X`` by
+:mod:`convexfl.certificates`, so that no solver is trusted on its own word. A run that
+stops without reaching ``tol`` has ``converged=False`` and says why in ``message``. A method
+that cannot handle a loss raises :class:`IncompatibleLossError`. The fast methods compile
+their numba kernels on first use (cached on disk afterwards), never at import.
 """
 
 from __future__ import annotations
@@ -17,7 +34,35 @@ from .reference import solve_reference
 
 __all__ = ["solve", "Solution", "SolverError", "IncompatibleLossError", "METHODS"]
 
-METHODS = {"cvxpy": solve_reference}
+
+def _admm(prob, **options):
+    from .admm import solve_admm
+    return solve_admm(prob, **options)
+
+
+def _pdmm(prob, **options):
+    from .pdmm import solve_pdmm
+    return solve_pdmm(prob, **options)
+
+
+def _ssnal(prob, **options):
+    from .ssnal import solve_ssnal
+    return solve_ssnal(prob, **options)
+
+
+def _auto(prob, **options):
+    from .._kernels import QUADRATIC
+    from ..problems import SquaredPenalty
+    if isinstance(prob, SquaredPenalty):
+        return solve_reference(prob, **options)
+    loss = getattr(prob, "loss", None)
+    if loss is not None and loss.code == QUADRATIC:
+        return _ssnal(prob, **options)
+    return _admm(prob, **options)
+
+
+METHODS = {"cvxpy": solve_reference, "admm": _admm, "pdmm": _pdmm, "ssnal": _ssnal,
+           "auto": _auto}
 
 
 def solve(prob, method: str = "cvxpy", **options) -> Solution:
@@ -27,7 +72,8 @@ def solve(prob, method: str = "cvxpy", **options) -> Solution:
     ----------
     prob : SumOfNorms, SquaredPenalty or Reduced
     method : str
-        One of :data:`METHODS` (``"cvxpy"``; later issues add fast methods).
+        One of :data:`METHODS`: ``"cvxpy"`` (reference), ``"admm"``, ``"pdmm"``,
+        ``"ssnal"`` (quadratic loss) or ``"auto"``.
     **options
         Passed to the method; all accept ``tol`` and ``max_iter``.
 

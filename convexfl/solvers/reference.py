@@ -84,6 +84,8 @@ class ReferenceModel:
         try:
             with warnings.catch_warnings():  # the status is checked below
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                # no warm start: the result is a function of (problem, λ, options) only,
+                # not of the solves before it (reproducible paths and resumed runs)
                 self.problem.solve(solver=solver, **opts)
         except cp.error.SolverError as exc:
             raise SolverError(f"cvxpy/{solver} failed: {exc}") from None

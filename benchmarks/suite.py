@@ -1,0 +1,218 @@
+"""The benchmark cases, the timing loop and the report (table, JSON, PNG).
+
+Cases (λ always in the canonical (SON) convention):
+
+``quad_complete``
+    Convex clustering (quadratic loss) on the complete uniform graph, N ∈ {100, 200, 400}
+    (quick: {100, 200}), d = 5: four planted clusters (radius 1, separation 30, seeded) and
+    λ = 12/N, inside the Theorem-3 recovery interval [8/N, 16/N] (so K = 4).
+``logistic``
+    Logistic SON, N = 200 users × 20 samples, d = 10, complete graph, ridge c = 0.01: four
+    planted user clusters (:func:`convexfl.datasets.armacki.planted_classification`),
+    λ = 0.01.
+``quad_knn``
+    Convex clustering on kNN graphs (k = 10, unit weights), N ∈ {1e3, 1e4, 5e4} (quick:
+    {1e3}), d = 3, a seeded 5-component Gaussian mixture, one λ = 0.5. No cvxpy: the
+    certificate is reported.
+``moons_path``
+    A 551-value λ path (0, 0.2, …, 110; quick: every 10th value) of convex clustering on
+    scikit-learn's ``make_moons(n_samples=5000, noise=0.1)``, kNN graph k = 15 with
+    Gaussian weights φ = 2, each λ warm-started from the previous solution (a small loop
+    here; the public path API lives in ``convexfl.path``).
+
+Every solve is timed by wall clock around ``convexfl.solve`` (certificate checks included:
+they are the stopping test); numba compilation is done beforehand on tiny problems and
+reported separately ("JIT warm-up"). The reference is cvxpy + Clarabel at ``tol=1e-9``
+(interior point + polish, certificate ~1e-14): "rel. gap" is ``(F − F_ref)/|F_ref|`` and
+"speed-up" is the reference's time over the method's time, in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+
+import convexfl as cfl
+from convexfl.datasets.armacki import planted_classification, planted_points
+
+CASES = ("quad_complete", "logistic", "quad_knn", "moons_path")
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def warm_up():
+    """Compile (or load from the numba cache) every kernel on tiny problems."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 2))
+    q = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 0.2)
+    X, y, g, _ = planted_classification(2, 3, 5, 2, random_state=0)
+    lg = cfl.SumOfNorms(cfl.losses.Logistic(X, y, g, c=0.1), cfl.graphs.complete(6), 0.05)
+    t = time.perf_counter()
+    for prob in (q, lg):
+        cfl.solve(prob, method="admm")
+        cfl.solve(prob, method="pdmm", max_iter=200, random_state=0)
+    cfl.solve(q, method="ssnal")
+    return time.perf_counter() - t
+
+
+def _row(problem, prob, method, res, t, ref=None, t_ref=None, note=""):
+    gap = None if ref is None else (res.objective - ref.objective) / abs(ref.objective)
+    return {"problem": problem, "N": prob.n_users, "d": prob.dim,
+            "edges": prob.graph.n_edges, "solver": method, "time_s": t,
+            "rel_gap": gap, "kkt": res.kkt_residual, "converged": bool(res.converged),
+            "n_clusters": int(res.n_clusters), "n_iter": int(res.n_iter),
+            "speedup": None if t_ref is None else t_ref / t, "note": note}
+
+
+def _compare(problem, prob, methods, *, with_ref, tol=1e-6, ref_note="", opts=None):
+    rows = []
+    ref = t_ref = None
+    if with_ref:
+        ref, t_ref = _timed(lambda: cfl.solve(prob, method="cvxpy", tol=1e-9))
+        rows.append(_row(problem, prob, "cvxpy+clarabel", ref, t_ref, ref, t_ref))
+    for m in methods:
+        kw = dict(tol=tol, **(opts or {}).get(m, {}))
+        res, t = _timed(lambda m=m, kw=kw: cfl.solve(prob, method=m, **kw))
+        note = "" if res.converged else res.message
+        rows.append(_row(problem, prob, m, res, t, ref, t_ref, note or ref_note))
+    return rows
+
+
+def case_quad_complete(quick):
+    rows = []
+    for n in (100, 200, 400):
+        A, _ = planted_points(4, n // 4, 5, separation=30.0, radius=1.0, random_state=0)
+        prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(n), 12.0 / n)
+        with_ref = not (quick and n == 400)
+        rows += _compare("quadratic complete", prob, ["ssnal", "admm"], with_ref=with_ref,
+                         ref_note="" if with_ref else "cvxpy skipped in --quick (~80 s)")
+    return rows
+
+
+def case_logistic(quick):
+    X, y, g, _ = planted_classification(4, 50, 20, 10, flip=0.05, random_state=0)
+    loss = cfl.losses.Logistic(X, y, g, c=0.01)
+    prob = cfl.SumOfNorms(loss, cfl.graphs.complete(loss.n_users), 0.01)
+    methods = ["admm"] if quick else ["admm", "pdmm"]
+    return _compare("logistic complete", prob, methods, with_ref=True,
+                    opts={"pdmm": {"max_iter": 3000, "random_state": 0}})
+
+
+def _mixture(n, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((5, 3)) * 3.0
+    return centres[rng.integers(0, 5, n)] + 0.7 * rng.standard_normal((n, 3))
+
+
+def case_quad_knn(quick):
+    rows = []
+    sizes = (1000,) if quick else (1000, 10000, 50000)
+    for n in sizes:
+        A = _mixture(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = cfl.graphs.knn(A, 10)
+        prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.5)
+        methods = ["ssnal", "admm"] if n <= 1000 else ["ssnal"]
+        rows += _compare("quadratic kNN10", prob, methods, with_ref=False,
+                         opts={"admm": {"max_iter": 20000}})
+    return rows
+
+
+def case_moons_path(quick):
+    from sklearn.datasets import make_moons
+
+    A, _ = make_moons(n_samples=5000, noise=0.1, random_state=0)
+    graph = cfl.graphs.knn(A, 15, phi=2.0)
+    loss = cfl.losses.Quadratic(A)
+    lams = np.round(np.arange(0, 551) * 0.2, 10)
+    if quick:
+        lams = lams[::10]
+    prev = None
+    kkts, conv, ks, times = [], [], [], []
+    t0 = time.perf_counter()
+    for lam in lams:
+        prob = cfl.SumOfNorms(loss, graph, float(lam))
+        res, t = _timed(lambda p=prob, w=prev: cfl.solve(p, method="ssnal", tol=1e-6,
+                                                         warm_start=w))
+        prev = res
+        kkts.append(res.kkt_residual)
+        conv.append(res.converged)
+        ks.append(res.n_clusters)
+        times.append(t)
+    total = time.perf_counter() - t0
+    note = (f"{len(lams)} λ, warm-started; clusters {ks[0]}→{ks[-1]}; "
+            f"{int(np.sum(conv))}/{len(lams)} certified; slowest λ {max(times):.2f} s")
+    return [{"problem": "moons path (551 λ)" if not quick else "moons path (56 λ)",
+             "N": 5000, "d": 2, "edges": graph.n_edges, "solver": "ssnal", "time_s": total,
+             "rel_gap": None, "kkt": float(np.max(kkts)), "converged": bool(all(conv)),
+             "n_clusters": int(ks[-1]), "n_iter": len(lams), "speedup": None, "note": note,
+             "path_clusters": ks, "path_lams": lams.tolist(), "path_times": times}]
+
+
+def _fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def print_table(rows, warmup):
+    head = (f"{'problem':24s} {'N':>6s} {'d':>3s} {'edges':>8s} {'solver':>15s} "
+            f"{'time [s]':>9s} {'rel. gap':>9s} {'KKT':>8s} {'speed-up':>9s} {'K':>5s}  note")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['problem']:24s} {r['N']:6d} {r['d']:3d} {r['edges']:8d} {r['solver']:>15s} "
+              f"{r['time_s']:9.3f} {_fmt(r['rel_gap'], '9.1e')} {r['kkt']:8.1e} "
+              f"{_fmt(r['speedup'], '9.1f')} {r['n_clusters']:5d}  {r['note']}")
+    print(f"JIT warm-up (compile or load numba cache, not in the times above): {warmup:.2f} s")
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    series = {}
+    for r in rows:
+        if r["problem"].startswith("quadratic"):
+            key = f"{r['problem']} / {r['solver']}"
+            series.setdefault(key, []).append((r["N"], r["time_s"]))
+    for key, pts in sorted(series.items()):
+        pts.sort()
+        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", label=key)
+    ax.set_xlabel("N (users)")
+    ax.set_ylabel("time [s]")
+    ax.set_title("convexfl: time to certified KKT ≤ 1e-6 (cvxpy: tol 1e-9)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(*, quick: bool, out: str, cases=CASES):
+    os.makedirs(out, exist_ok=True)
+    warmup = warm_up()
+    rows = []
+    for name in cases:
+        print(f"[benchmarks] {name} ...", flush=True)
+        rows += globals()[f"case_{name}"](quick)
+    print()
+    print_table(rows, warmup)
+    meta = {"quick": quick, "jit_warmup_s": warmup, "python": platform.python_version(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with open(os.path.join(out, "results.json"), "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=float)
+    plot(rows, os.path.join(out, "time_vs_n.png"))
+    print(f"wrote {out}/results.json and {out}/time_vs_n.png")
+    return rows

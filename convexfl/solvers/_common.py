@@ -1,0 +1,290 @@
+"""Machinery shared by the fast solvers (ADMM, PDMM, SSNAL).
+
+- :func:`son_dispatch`: ``Reduced`` problems are (SON) problems on ``prob.inner``: solve it
+  and expand; ``SquaredPenalty`` is refused with a clear message.
+- :func:`separable_solution`: λ = 0 or a graph without edges: ``x_i = argmin f_i``.
+- :func:`candidate`: the certified stopping test. From the edges a solver has **exactly**
+  fused (its edge variables are block soft-thresholded, so fusion is an exact zero), build the
+  partition (connected components), the clustered ``X`` (cluster means) and certify it with
+  :func:`convexfl.certificates.kkt_residual`, the solver's flows ``u_e = λ w_e s_e`` as the
+  warm start. If that is not yet below ``tol``, optionally *polish*: Newton's method on the
+  reduced problem (RED) of the partition (smooth while the centroids stay apart), merging
+  clusters whose centroids meet, then certify again. The solver stops only when a candidate
+  is certified.
+
+``fuse_tol``: candidates are exactly clustered (rows of a cluster are bitwise equal), so the
+certificate and ``Solution.labels`` use ``fuse_tol = FUSE_RTOL · (1 + max_i ‖x_i‖)`` with
+``FUSE_RTOL = 1e-10``: only exact fusions count, distinct clusters are never merged by the
+tolerance.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import splu
+
+from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
+from ..certificates import kkt_residual
+from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
+from .base import Solution
+
+FUSE_RTOL = 1e-10
+POLISH_MAX = 6000  # largest reduced Newton system (K·d) polished
+DENSE_MAX = 2500  # reduced Newton systems up to this size are solved densely
+
+
+def check_common(tol, max_iter):
+    tol = as_scalar(tol, "tol", low=0.0, low_inclusive=False)
+    max_iter = as_int(max_iter, "max_iter", low=1)
+    return tol, max_iter
+
+
+def check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {type(value).__name__}")
+    return bool(value)
+
+
+def son_dispatch(prob, method: str, fn, opts):
+    """Return ``fn(prob, **opts)`` for (SON) and the expanded inner solution for (RED)."""
+    if isinstance(prob, Reduced):
+        opts = dict(opts)
+        for key in ("X0", "flows0", "warm_start"):
+            if opts.get(key) is not None:
+                raise ValueError(f"{key}: warm starts of a Reduced problem must be given for "
+                                 "prob.inner (solve prob.inner directly)")
+        inner = fn(prob.inner, **opts)
+        inner.history["W"] = inner.X
+        inner.X = prob.expand(inner.X)
+        inner.objective = prob.objective(inner.X)
+        inner.flows = None
+        return inner
+    if isinstance(prob, SquaredPenalty):
+        raise TypeError(f"prob: method {method!r} solves SumOfNorms (and Reduced) problems; "
+                        "the squared penalty is smooth — use method='cvxpy' for it")
+    if not isinstance(prob, SumOfNorms):
+        raise TypeError(f"prob: expected SumOfNorms or Reduced, got {type(prob).__name__}")
+    return fn(prob, **opts)
+
+
+def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):
+    """Validate ``X0`` (N, d) and ``flows0`` (E, d) (or take them from a ``Solution``)."""
+    if warm_start is not None:
+        if not isinstance(warm_start, Solution):
+            raise TypeError(f"warm_start: expected a Solution, got {type(warm_start).__name__}")
+        if X0 is None:
+            X0 = warm_start.X
+        if flows0 is None and warm_start.flows is not None:
+            flows0 = warm_start.flows
+            if getattr(warm_start, "lam", None) and prob.lam > 0 and warm_start.lam != prob.lam:
+                flows0 = np.asarray(flows0) * (prob.lam / warm_start.lam)
+    if X0 is not None:
+        X0 = check_matrix_rows(X0, prob.n_users, prob.dim, "X0")
+    if flows0 is not None:
+        flows0 = as_float_array(flows0, "flows0", ndim=2)
+        if flows0.shape != (prob.graph.n_edges, prob.dim):
+            raise ValueError(f"flows0: expected shape {(prob.graph.n_edges, prob.dim)}, "
+                             f"got {flows0.shape}")
+        cap = prob.lam * prob.graph.weights
+        nrm = np.linalg.norm(flows0, axis=1)
+        over = nrm > cap
+        if np.any(over):  # project onto the capacities (e.g. after a change of λ)
+            flows0 = flows0.copy()
+            flows0[over] *= (cap[over] / np.maximum(nrm[over], 1e-300))[:, None]
+    return X0, flows0
+
+
+def fuse_tol_of(X) -> float:
+    return FUSE_RTOL * scale_of(X)
+
+
+def user_minimisers(loss, X0=None, tol=1e-12):
+    """``x_i = argmin f_i`` for every user (Newton by proximal-point rounds)."""
+    from ._common_kernels import minimise_users
+    X0 = np.zeros((loss.n_users, loss.dim)) if X0 is None else np.ascontiguousarray(X0)
+    X, _ = minimise_users(*loss.arrays, X0, tol, 50)
+    return X
+
+
+def components(n, edges, mask):
+    """Connected components of the graph of the edges where ``mask`` holds (labels 0..K-1)."""
+    e = edges[mask]
+    adj = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)).tocsr()
+    _, lab = connected_components(adj, directed=False)
+    return lab.astype(np.int64)
+
+
+def cluster_means(X, labels, k=None):
+    k = int(labels.max()) + 1 if k is None else k
+    W = np.zeros((k, X.shape[1]))
+    np.add.at(W, labels, X)
+    W /= np.bincount(labels, minlength=k)[:, None]
+    return W
+
+
+def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12):
+    """Newton's method on the reduced problem (RED) of ``labels``, started at ``W0``.
+
+    Sparse Hessian (dense when small); Armijo backtracking; clusters whose centroids meet
+    (distance ≤ 1e-9 · scale) are merged and Newton restarts. Returns ``(labels, W, ok)``.
+    """
+    from ._common_kernels import reduced_grad_hess, reduced_grad_hess_dense, reduced_value
+
+    d = prob.dim
+    labels = np.asarray(labels, dtype=np.int64)
+    W = np.asarray(W0, dtype=float)
+    for _ in range(max_rounds):
+        red = Reduced(prob.loss, prob.graph, labels, prob.lam)
+        # Reduced renumbers clusters by first appearance: map W0 accordingly
+        first = np.unique(labels, return_index=True)[1]
+        order = labels[np.sort(first)]
+        W = np.ascontiguousarray(W[order])
+        labels = red.labels
+        inner = red.inner
+        arrays = inner.loss.arrays
+        edges = inner.graph.edges
+        cap = prob.lam * inner.graph.weights
+        k = inner.n_users
+        if edges.shape[0] == 0:
+            W = user_minimisers(inner.loss, W)
+            return labels, W, True
+        n = k * d
+        # dense storage only for dense graphs: a dense factorisation of a sparse matrix
+        # fills in with decaying (subnormal) numbers and becomes very slow
+        dense = n <= 300 or (n <= DENSE_MAX and edges.shape[0] > k * k / 8)
+        if not dense and (edges.shape[0] > 40 * k or n > POLISH_MAX):
+            return labels, W, False  # too costly to factor: leave it to the solver
+        if dense:
+            Hd = np.empty((n, n))
+        else:
+            n_trip = k * d * d + 4 * edges.shape[0] * d * d
+            rows = np.empty(n_trip, np.int64)
+            cols = np.empty(n_trip, np.int64)
+            vals = np.empty(n_trip)
+        grad = np.empty((k, d))
+        merge_tol = 1e-9 * scale_of(W)
+        merged = False
+        ok = False
+        for _it in range(max_iter):
+            if dense:
+                val, rmin = reduced_grad_hess_dense(*arrays, edges, cap, W, Hd, grad)
+            else:
+                val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, rows, cols, vals,
+                                                  grad)
+            if rmin <= merge_tol:
+                dist = np.linalg.norm(W[edges[:, 0]] - W[edges[:, 1]], axis=1)
+                lab_k = components(k, edges, dist <= merge_tol)
+                W = cluster_means(W, lab_k)
+                labels = lab_k[labels]
+                merged = True
+                break
+            gsum = np.linalg.norm(grad)
+            if gsum <= gtol_rel * (1.0 + np.abs(W).max() + np.abs(cap).max()):
+                ok = True
+                break
+            try:
+                if dense:
+                    reg = 1e-13 * (1.0 + np.abs(np.diag(Hd)).max())
+                    Hd[np.diag_indices(n)] += reg
+                    step = -sla.solve(Hd, grad.ravel(), assume_a="pos", check_finite=False,
+                                      overwrite_a=True)
+                else:
+                    H = sp.coo_matrix((vals[:nt], (rows[:nt], cols[:nt])), shape=(n, n))
+                    reg = 1e-13 * (1.0 + np.abs(vals[:nt]).max())
+                    Hs = (H + reg * sp.identity(n)).tocsc()
+                    step = -splu(Hs).solve(grad.ravel())
+            except (np.linalg.LinAlgError, RuntimeError, ValueError):
+                return labels, W, False
+            step = step.reshape(k, d)
+            if not np.all(np.isfinite(step)):
+                return labels, W, False
+            slope = float(np.sum(grad * step))
+            t = 1.0
+            while True:
+                Wn = W + t * step
+                vn = reduced_value(*arrays, edges, cap, Wn)
+                if vn <= val + 1e-4 * t * slope or abs(vn - val) <= 1e-15 * abs(val):
+                    break
+                t *= 0.5
+                if t < 1e-12:
+                    return labels, W, False
+            W = Wn
+        if not merged:
+            return labels, W, ok
+    return labels, W, False
+
+
+class Certifier:
+    """Build, polish and certify candidates; keeps timing and counts."""
+
+    def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000):
+        self.prob, self.tol, self.do_polish = prob, tol, polish
+        self.cert_max_iter = cert_max_iter
+        self.time = 0.0
+        self.count = 0
+        self.best = None  # (kkt, X, cert, flows)
+
+    def _certify(self, X, flows, target=None):
+        ftol = fuse_tol_of(X)
+        cert = kkt_residual(self.prob, X, fuse_tol=ftol, flows=flows,
+                            max_iter=self.cert_max_iter, target=target)
+        if self.best is None or cert.kkt_residual < self.best[0]:
+            self.best = (cert.kkt_residual, X, cert, flows, ftol)
+        return cert
+
+    def __call__(self, fused_mask, X, flows, *, proxy=0.0, force_polish=False):
+        """Certify the candidate of ``fused_mask`` (edges exactly fused by the solver).
+
+        ``proxy`` is the solver's own (uncertified) residual estimate: a candidate whose
+        certified residual is far above it has a wrong partition, and is not polished.
+        Returns True when a candidate is certified below ``tol`` (kept in :attr:`best`).
+        """
+        start = time.perf_counter()
+        self.count += 1
+        prob = self.prob
+        labels = components(prob.n_users, prob.graph.edges, fused_mask)
+        W = cluster_means(X, labels)
+        Xc = W[labels]
+        target = None if force_polish else self.tol
+        cert = self._certify(Xc, flows, target)
+        ok = cert.kkt_residual <= self.tol
+        lower = cert.kkt_abs_lower / (1.0 + cert.grad_norm)
+        worth = force_polish or lower <= 10.0 * max(proxy, self.tol)
+        if not ok and (self.do_polish or force_polish) and worth:
+            lab2, W2, _ = polish(prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11))
+            if np.all(np.isfinite(W2)):
+                cert = self._certify(W2[lab2], flows, target)
+                ok = cert.kkt_residual <= self.tol
+        self.time += time.perf_counter() - start
+        return ok
+
+
+def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s,
+                  method, message, history, status=""):
+    kkt, X, cert, flows, ftol = certifier.best
+    converged = bool(converged and kkt <= certifier.tol)
+    if not converged and not message:
+        message = (f"certified KKT residual {kkt:.2e} above tol={certifier.tol:.1e}")
+    history["time_certify_s"] = certifier.time
+    history["n_certify"] = certifier.count
+    return Solution(X=X, objective=cert.objective, kkt_residual=kkt, converged=converged,
+                    n_iter=int(n_iter), time_s=time_s, method=method, lam=prob.lam,
+                    certificate=cert, fuse_tol=ftol, kkt_tol=certifier.tol,
+                    status=status or ("converged" if converged else "not_converged"),
+                    message="" if converged else message, history=history, flows=flows)
+
+
+def trivial_solution(prob: SumOfNorms, tol, method, start, X0=None):
+    """λ = 0 or no edges: the problem separates into ``x_i = argmin f_i``."""
+    X = user_minimisers(prob.loss, X0, tol=1e-13 * (1.0 + float(np.abs(prob.loss.F).max())))
+    certifier = Certifier(prob, tol, polish=False)
+    flows = np.zeros((prob.graph.n_edges, prob.dim))
+    certifier._certify(X, flows)
+    return make_solution(prob, certifier, converged=True, n_iter=0,
+                         time_s=time.perf_counter() - start, method=method,
+                         message="", history={"separable": True})

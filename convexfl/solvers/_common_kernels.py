@@ -1,0 +1,187 @@
+"""numba kernels shared by the fast solvers: reduced-problem Newton (polish), separable
+minimisation and small helpers. Every loss formula comes from :mod:`convexfl._kernels`.
+
+Nothing here is compiled at import: numba compiles (or loads from its cache) on first call,
+inside ``solve()``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .. import _kernels as K
+
+
+@njit(cache=True)
+def minimise_users(code, F, y, coef, ptr, ridge, offset, delta, X0, tol, max_rounds):
+    """``x_i = argmin f_i`` for every user by proximal-point rounds of Newton
+    (:func:`convexfl._kernels.user_prox` with a vanishing weight); returns (X, ok)."""
+    n, d = X0.shape
+    X = X0.copy()
+    g = np.empty(d)
+    ok_all = True
+    for i in range(n):
+        x = X0[i].copy()
+        ok = False
+        for _ in range(max_rounds):
+            K.user_grad(code, F, y, coef, ptr, ridge, delta, i, x, g)
+            gn = 0.0
+            for k in range(d):
+                gn += g[k] * g[k]
+            if np.sqrt(gn) <= tol:
+                ok = True
+                break
+            x, _, _ = K.user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, x, 1e-9,
+                                  x, 0.1 * tol, 100)
+        X[i] = x
+        ok_all = ok_all and ok
+    return X, ok_all
+
+
+@njit(cache=True)
+def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
+                      rows, cols, vals, grad):
+    """Value, gradient and sparse Hessian (COO triplets written into rows/cols/vals) of the
+    smooth reduced objective ``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖`` at ``W``.
+
+    Returns ``(value, n_triplets, min_distance)``. The Hessian has the users' d×d blocks
+    and, per edge, ``(c_e/r)(I − ûûᵀ)`` on the diagonal blocks and its negative off them.
+    """
+    k, d = W.shape
+    g = np.empty(d)
+    H = np.empty((d, d))
+    val = 0.0
+    nt = 0
+    for c in range(k):
+        val += K.user_value_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, c, W[c],
+                                      g, H)
+        for a in range(d):
+            grad[c, a] = g[a]
+            for b in range(d):
+                rows[nt] = c * d + a
+                cols[nt] = c * d + b
+                vals[nt] = H[a, b]
+                nt += 1
+    rmin = np.inf
+    u = np.empty(d)
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        r = 0.0
+        for a in range(d):
+            u[a] = W[i, a] - W[j, a]
+            r += u[a] * u[a]
+        r = np.sqrt(r)
+        if r < rmin:
+            rmin = r
+        if r == 0.0:
+            continue
+        val += cap[e] * r
+        for a in range(d):
+            u[a] /= r
+            grad[i, a] += cap[e] * u[a]
+            grad[j, a] -= cap[e] * u[a]
+        s = cap[e] / r
+        for a in range(d):
+            for b in range(d):
+                h = s * ((1.0 if a == b else 0.0) - u[a] * u[b])
+                rows[nt] = i * d + a
+                cols[nt] = i * d + b
+                vals[nt] = h
+                nt += 1
+                rows[nt] = j * d + a
+                cols[nt] = j * d + b
+                vals[nt] = h
+                nt += 1
+                rows[nt] = i * d + a
+                cols[nt] = j * d + b
+                vals[nt] = -h
+                nt += 1
+                rows[nt] = j * d + a
+                cols[nt] = i * d + b
+                vals[nt] = -h
+                nt += 1
+    return val, nt, rmin
+
+
+@njit(cache=True)
+def reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W):
+    """``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖``."""
+    k, d = W.shape
+    val = 0.0
+    for c in range(k):
+        val += K.user_value(code, F, y, coef, ptr, ridge, offset, delta, c, W[c])
+    for e in range(edges.shape[0]):
+        r = 0.0
+        for a in range(d):
+            t = W[edges[e, 0], a] - W[edges[e, 1], a]
+            r += t * t
+        val += cap[e] * np.sqrt(r)
+    return val
+
+
+@njit(cache=True)
+def gradient_residual(code, F, y, coef, ptr, ridge, delta, X, edges, flows):
+    """``‖∇f(X) + Bᵀu‖_F`` and ``‖∇f(X)‖_F``: the (KKT) stationarity residual of flows
+    ``u`` (not checked for feasibility); a cheap proxy, never a certificate."""
+    G = K.grads(code, F, y, coef, ptr, ridge, delta, X)
+    gn = 0.0
+    for i in range(G.shape[0]):
+        for a in range(G.shape[1]):
+            gn += G[i, a] * G[i, a]
+    for e in range(edges.shape[0]):
+        for a in range(G.shape[1]):
+            G[edges[e, 0], a] += flows[e, a]
+            G[edges[e, 1], a] -= flows[e, a]
+    r = 0.0
+    for i in range(G.shape[0]):
+        for a in range(G.shape[1]):
+            r += G[i, a] * G[i, a]
+    return np.sqrt(r), np.sqrt(gn)
+
+
+@njit(cache=True)
+def reduced_grad_hess_dense(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
+                            Hd, grad):
+    """As :func:`reduced_grad_hess` with the Hessian written densely into ``Hd``."""
+    k, d = W.shape
+    g = np.empty(d)
+    H = np.empty((d, d))
+    Hd[:, :] = 0.0
+    val = 0.0
+    for c in range(k):
+        val += K.user_value_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, c, W[c],
+                                      g, H)
+        for a in range(d):
+            grad[c, a] = g[a]
+            for b in range(d):
+                Hd[c * d + a, c * d + b] = H[a, b]
+    rmin = np.inf
+    u = np.empty(d)
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        r = 0.0
+        for a in range(d):
+            u[a] = W[i, a] - W[j, a]
+            r += u[a] * u[a]
+        r = np.sqrt(r)
+        if r < rmin:
+            rmin = r
+        if r == 0.0:
+            continue
+        val += cap[e] * r
+        for a in range(d):
+            u[a] /= r
+            grad[i, a] += cap[e] * u[a]
+            grad[j, a] -= cap[e] * u[a]
+        s = cap[e] / r
+        for a in range(d):
+            for b in range(d):
+                h = s * ((1.0 if a == b else 0.0) - u[a] * u[b])
+                Hd[i * d + a, i * d + b] += h
+                Hd[j * d + a, j * d + b] += h
+                Hd[i * d + a, j * d + b] -= h
+                Hd[j * d + a, i * d + b] -= h
+    return val, rmin

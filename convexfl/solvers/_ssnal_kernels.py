@@ -1,0 +1,115 @@
+"""numba kernels of SSNAL for the quadratic loss (convex clustering).
+
+With ``T_e = y_e + σ (x_i − x_j)`` and the capacity ``c_e = λ w_e`` of edge ``e = (i, j)``:
+
+- ``ψ(X) = Σ_i (c_i/2)‖x_i − a_i‖² + Σ_e m_e(T_e) − ‖Y‖²/(2σ)`` with
+  ``m(T) = ‖T‖²/(2σ)`` when ``‖T‖ ≤ c`` and ``(c‖T‖ − c²/2)/σ`` otherwise;
+- ``∇ψ(X) = C(X − A) + Dᵀ Π_c(T)``;
+- generalised Hessian ``C + σ Dᵀ J D`` with ``J_e = I`` inside the ball and
+  ``(c/‖T‖)(I − T̂T̂ᵀ)`` outside.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
+    """Return ψ(X); write ∇ψ into ``G``, ``Π_c(T)`` into ``P`` and ``‖T_e‖`` into ``tnorm``."""
+    n, d = X.shape
+    val = 0.0
+    for i in range(n):
+        for k in range(d):
+            r = X[i, k] - A[i, k]
+            G[i, k] = coef[i] * r
+            val += 0.5 * coef[i] * r * r
+    ysq = 0.0
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        t2 = 0.0
+        for k in range(d):
+            t = Y[e, k] + sigma * (X[i, k] - X[j, k])
+            P[e, k] = t
+            t2 += t * t
+            ysq += Y[e, k] * Y[e, k]
+        t = np.sqrt(t2)
+        tnorm[e] = t
+        c = cap[e]
+        if t <= c:
+            val += t2 / (2.0 * sigma)
+        else:
+            val += (c * t - 0.5 * c * c) / sigma
+            s = c / t
+            for k in range(d):
+                P[e, k] *= s
+        for k in range(d):
+            G[i, k] += P[e, k]
+            G[j, k] -= P[e, k]
+    return val - ysq / (2.0 * sigma)
+
+
+@njit(cache=True)
+def psi_value(A, coef, edges, cap, X, Y, sigma):
+    n, d = X.shape
+    val = 0.0
+    for i in range(n):
+        for k in range(d):
+            r = X[i, k] - A[i, k]
+            val += 0.5 * coef[i] * r * r
+    ysq = 0.0
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        t2 = 0.0
+        for k in range(d):
+            t = Y[e, k] + sigma * (X[i, k] - X[j, k])
+            t2 += t * t
+            ysq += Y[e, k] * Y[e, k]
+        t = np.sqrt(t2)
+        c = cap[e]
+        if t <= c:
+            val += t2 / (2.0 * sigma)
+        else:
+            val += (c * t - 0.5 * c * c) / sigma
+    return val - ysq / (2.0 * sigma)
+
+
+@njit(cache=True)
+def hess_vec(coef, edges, cap, P, tnorm, sigma, V, out):
+    """``out = (C + σ Dᵀ J D) V`` (J from the last :func:`psi_grad`; ``P`` holds Π_c(T))."""
+    n, d = V.shape
+    for i in range(n):
+        for k in range(d):
+            out[i, k] = coef[i] * V[i, k]
+    w = np.empty(d)
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        c = cap[e]
+        t = tnorm[e]
+        if t <= c:
+            for k in range(d):
+                w[k] = sigma * (V[i, k] - V[j, k])
+        else:
+            # P = c T̂: (c/t)(I − T̂T̂ᵀ) v = (c/t) v − (P·v) P/(c t)
+            dot = 0.0
+            for k in range(d):
+                dot += P[e, k] * (V[i, k] - V[j, k])
+            s = sigma * c / t
+            q = sigma * dot / (c * t)
+            for k in range(d):
+                w[k] = s * (V[i, k] - V[j, k]) - q * P[e, k]
+        for k in range(d):
+            out[i, k] += w[k]
+            out[j, k] -= w[k]
+
+
+@njit(cache=True)
+def precond_weights(edges, cap, tnorm, sigma, out):
+    """Isotropic edge weights of the preconditioner ``C + σ L_w``: 1 inside, c/‖T‖ outside."""
+    for e in range(edges.shape[0]):
+        t = tnorm[e]
+        out[e] = sigma if t <= cap[e] else sigma * cap[e] / t

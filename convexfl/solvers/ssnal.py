@@ -1,0 +1,300 @@
+r"""SSNAL for convex clustering (quadratic loss): the semismooth-Newton augmented Lagrangian
+method of Sun, Toh & Yuan (JMLR 2021).
+
+.. math::
+
+    \min_X \sum_i \frac{c_i}{2}\|x_i - a_i\|^2 + λ \sum_{(i,j)∈E} w_{ij}\|x_i - x_j\|
+    \;=\; \min_{X, Z}\ f(X) + \sum_e λ w_e\|z_e\| \ \text{ s.t. } DX = Z ,
+
+λ in the canonical (SON) convention. The augmented Lagrangian in ``(X, Z)`` with multiplier
+``Y`` (one ``d``-vector per edge) is minimised over ``Z`` in closed form (block soft-threshold),
+leaving a strongly convex, once-differentiable function of ``X``,
+
+.. math::
+
+    ψ(X) = f(X) + \sum_e m_e\big(y_e + σ (x_i - x_j)\big) - \tfrac{1}{2σ}\|Y\|^2 ,
+    \qquad ∇ψ(X) = ∇f(X) + Dᵀ Π_{c}(Y + σ D X),
+
+solved by a semismooth Newton method (generalised Hessian ``C + σ DᵀJD``, preconditioned
+conjugate gradients with a factorised isotropic preconditioner ``C + σ L_w``, reused while it
+stays effective; Armijo line search on ψ). Then ``Y ← Π_c(Y + σ D X)``, which keeps every
+``‖y_e‖ ≤ λ w_e``: the multipliers **are** the flows ``u_e = λ w_e s_e`` of (KKT), and the
+edges with ``‖y_e + σ(x_i − x_j)‖ ≤ λ w_e`` have ``z_e = 0`` exactly (fused).
+
+Stopping is on the certificate, as for every convexfl method: when the ALM residuals
+(primal ``‖DX − Z‖``, dual ``‖∇ψ‖``, normalised like the certificate) are below ``tol``, the
+clustered candidate of the fused edges is certified by
+:func:`convexfl.certificates.kkt_residual` (flows ``Y``), polished by Newton on the reduced
+problem if needed (``polish=True``), and the solver stops only below ``tol``.
+
+Only the quadratic loss is supported (the method uses ``∇²f = diag(c_i)``); other losses
+raise :class:`~convexfl.solvers.IncompatibleLossError` — use ``method="admm"``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+from scipy.sparse.linalg import spilu, splu
+
+from .._kernels import QUADRATIC
+from .._validation import as_int, as_scalar
+from ._common import (
+    Certifier,
+    check_bool,
+    check_common,
+    make_solution,
+    son_dispatch,
+    trivial_solution,
+    warm_start_arrays,
+)
+from .base import IncompatibleLossError
+
+__all__ = ["solve_ssnal"]
+
+ILU_ABOVE = 4000  # preconditioner: sparse LU up to this N, incomplete LU above
+
+
+def check_loss(loss, method="ssnal"):
+    if loss.code != QUADRATIC:
+        raise IncompatibleLossError(
+            f"method {method!r} needs the quadratic loss f_i(x) = (w_i/2)‖x − a_i‖² (its "
+            f"Hessian is the constant diag(w_i)); got the {loss.name!r} loss — use "
+            "method='admm' (any loss) or method='cvxpy'")
+
+
+def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | None = None,
+                sigma_factor: float = 3.0, sigma_max: float = 1e8, max_newton: int = 50,
+                cg_max_iter: int = 200, polish: bool = True, X0=None, flows0=None,
+                warm_start=None):
+    """Solve quadratic-loss (SON) (convex clustering) by SSNAL.
+
+    Parameters
+    ----------
+    prob : SumOfNorms or Reduced with a ``Quadratic`` loss
+    tol : float
+        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
+    max_iter : int
+        Limit on the augmented-Lagrangian (outer) iterations.
+    sigma : float, optional
+        Initial penalty σ > 0 (default: ``mean(λ w) / mean ‖a_i − a_j‖`` over the edges).
+    sigma_factor : float
+        σ is multiplied by this (> 1) when the primal residual decreases too slowly.
+    sigma_max : float
+        Upper limit of σ.
+    max_newton : int
+        Semismooth Newton steps per outer iteration.
+    cg_max_iter : int
+        Conjugate-gradient iterations per Newton step.
+    polish : bool
+        Refine candidates by Newton on the reduced problem before certifying.
+    X0, flows0, warm_start
+        Warm start: models (N, d), flows (E, d) (projected on the capacities), or a previous
+        ``Solution`` of any method (its flows rescaled to the new λ).
+    """
+    opts = dict(tol=tol, max_iter=max_iter, sigma=sigma, sigma_factor=sigma_factor,
+                sigma_max=sigma_max, max_newton=max_newton, cg_max_iter=cg_max_iter,
+                polish=polish, X0=X0, flows0=flows0, warm_start=warm_start)
+    return son_dispatch(prob, "ssnal", _solve_son, opts)
+
+
+class _Precond:
+    """``M = C + L_w`` (same for every column), factorised densely or by sparse LU."""
+
+    def __init__(self, coef, edges, n, dense):
+        self.coef, self.edges, self.n, self.dense = coef, edges, n, dense
+        self.solve = None
+        self.n_factor = 0
+
+    def factor(self, w):
+        n, (i, j) = self.n, self.edges.T
+        self.n_factor += 1
+        if self.dense:
+            M = np.zeros((n, n))
+            np.add.at(M, (i, j), -w)
+            M = M + M.T
+            M[np.diag_indices(n)] = self.coef - M.sum(axis=1)
+            cf = sla.cho_factor(M, check_finite=False)
+            self.solve = lambda R: sla.cho_solve(cf, R, check_finite=False)
+        else:
+            adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n))
+            adj = adj.tocsc()
+            deg = np.asarray(adj.sum(axis=1)).ravel()
+            M = (sp.diags(self.coef + deg) - adj).tocsc()
+            if n <= ILU_ABOVE:
+                self.solve = splu(M).solve
+            else:  # exact LU fills in too much on large geometric graphs: incomplete LU
+                self.solve = spilu(M, drop_tol=1e-3, fill_factor=4).solve
+
+
+def _flush(V):
+    """Zero the subnormal-range entries (solves on large graphs decay into them, and
+    subnormal arithmetic is ~100× slower)."""
+    V[np.abs(V) < 1e-150] = 0.0
+    return V
+
+
+def _pcg(matvec, B, msolve, rtol, max_iter):
+    X = np.zeros_like(B)
+    R = _flush(B.copy())
+    Z = _flush(msolve(R))
+    P = Z.copy()
+    rz = float(np.sum(R * Z))
+    bnorm = float(np.linalg.norm(B))
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007
+        AP = matvec(P)
+        pap = float(np.sum(P * AP))
+        if pap <= 0:
+            break
+        a = rz / pap
+        X += a * P
+        R -= a * AP
+        if np.linalg.norm(R) <= rtol * bnorm:
+            break
+        _flush(R)
+        Z = _flush(msolve(R))
+        rz_new = float(np.sum(R * Z))
+        P = Z + (rz_new / rz) * P
+        rz = rz_new
+    return X, it
+
+
+def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newton,
+               cg_max_iter, polish, X0, flows0, warm_start):
+    from ._ssnal_kernels import hess_vec, precond_weights, psi_grad, psi_value
+
+    start = time.perf_counter()
+    check_loss(prob.loss)
+    tol, max_iter = check_common(tol, max_iter)
+    if sigma is not None:
+        sigma = as_scalar(sigma, "sigma", low=0.0, low_inclusive=False)
+    sigma_factor = as_scalar(sigma_factor, "sigma_factor", low=1.0, low_inclusive=False)
+    sigma_max = as_scalar(sigma_max, "sigma_max", low=0.0, low_inclusive=False)
+    max_newton = as_int(max_newton, "max_newton", low=1)
+    cg_max_iter = as_int(cg_max_iter, "cg_max_iter", low=1)
+    polish = check_bool(polish, "polish")
+    X0, flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
+    graph = prob.graph
+    if prob.lam == 0.0 or graph.n_edges == 0:
+        return trivial_solution(prob, tol, "ssnal", start, X0)
+
+    loss = prob.loss
+    A = np.ascontiguousarray(loss.F)
+    coef = np.ascontiguousarray(loss.coef)
+    n, d = A.shape
+    edges = graph.edges
+    cap = prob.lam * graph.weights
+    m = edges.shape[0]
+    X = A.copy() if X0 is None else np.array(X0, dtype=float)
+    Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
+    if sigma is None:
+        spread = np.linalg.norm(A[edges[:, 0]] - A[edges[:, 1]], axis=1).mean()
+        sigma = float(cap.mean() / max(spread, 1e-12))
+        sigma = min(max(sigma, 1e-4), 1e4)
+    sigma = min(sigma, sigma_max)
+    G = np.empty((n, d))
+    P = np.empty((m, d))
+    tnorm = np.empty(m)
+    HV = np.empty((n, d))
+    wts = np.empty(m)
+    pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and m > n * n / 8)))
+    pre_sigma = None
+    certifier = Certifier(prob, tol, polish=polish)
+    hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
+            "certify_at": [], "certified_kkt": []}
+    eta_p_prev = np.inf
+    eps_inner = np.inf
+    trigger = max(1e-2, tol)
+    converged = False
+    message = ""
+    outer = 0
+    cg_total = 0
+    warm = X0 is not None and flows0 is not None
+    for outer in range(1, max_iter + 1):
+        gf_norm = float(np.linalg.norm(coef[:, None] * (X - A)))
+        tol_abs = tol * (1.0 + gf_norm)
+        n_newton = 0
+        cg_here = 0
+        stalled = False
+        while True:
+            val = psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm)
+            gnorm = float(np.linalg.norm(G))
+            if gnorm <= max(0.05 * tol_abs, min(eps_inner, 0.1 * (1 + gf_norm))) \
+                    or n_newton >= max_newton:
+                break
+            if pre.solve is None or pre_sigma != sigma or pre.last_cg > 25:
+                precond_weights(edges, cap, tnorm, sigma, wts)
+                pre.factor(wts)
+                pre_sigma = sigma
+
+            def matvec(V, sigma=sigma):
+                hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
+                return HV.copy()
+
+            rtol = min(1e-2, max(gnorm / (1 + gf_norm), 1e-10))
+            step, cg_it = _pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
+            pre.last_cg = cg_it
+            cg_here += cg_it
+            slope = float(np.sum(G * step))
+            t = 1.0
+            floor = 1e-13 * (abs(val) + 1.0)  # ψ differences below rounding: accept
+            while True:
+                Xn = X + t * step
+                vn = psi_value(A, coef, edges, cap, Xn, Y, sigma)
+                if vn <= val + 1e-4 * t * slope or vn <= val + floor:
+                    break
+                t *= 0.5
+                if t < 1e-10:
+                    break
+            n_newton += 1
+            if t < 1e-10:
+                stalled = True
+                break
+            X = Xn
+        cg_total += cg_here
+        fused = tnorm <= cap  # z_e = prox(...) = 0 exactly
+        Y_new = P.copy()
+        eta_p = float(np.linalg.norm(Y_new - Y)) / sigma
+        Y = Y_new
+        eta_d = gnorm
+        scale = 1.0 + gf_norm
+        hist["iter"].append(outer)
+        hist["sigma"].append(sigma)
+        hist["eta_p"].append(eta_p / scale)
+        hist["eta_d"].append(eta_d / scale)
+        hist["newton"].append(n_newton)
+        hist["cg"].append(cg_here)
+        if not np.all(np.isfinite(X)):
+            message = "diverged (non-finite iterates)"
+            break
+        proxy = max(eta_p, eta_d) / scale
+        hist.setdefault("stalled", []).append(stalled)
+        if proxy <= trigger or (warm and outer == 1):
+            hist["certify_at"].append(outer)
+            ok = certifier(fused, X, Y, proxy=proxy)
+            hist["certified_kkt"].append(certifier.best[0])
+            if ok:
+                converged = True
+                break
+            trigger = min(trigger, proxy) / 10.0
+        eps_inner = max(0.05 * tol_abs, 0.2 * eta_p)
+        if eta_p > 0.3 * eta_p_prev:
+            sigma = min(sigma * sigma_factor, sigma_max)
+        eta_p_prev = eta_p
+    if not converged:
+        certifier(fused, X, Y, force_polish=polish)
+        converged = certifier.best[0] <= tol
+        if not message and not converged:
+            message = f"iteration limit max_iter={max_iter} reached"
+    hist["n_factor"] = pre.n_factor
+    hist["cg_total"] = cg_total
+    return make_solution(prob, certifier, converged=converged, n_iter=outer,
+                         time_s=time.perf_counter() - start, method="ssnal", message=message,
+                         history=hist)
+
+
+_Precond.last_cg = 0

@@ -1,0 +1,94 @@
+"""Network-lasso ADMM: options, stopping, warm starts, history."""
+
+import numpy as np
+import pytest
+from helpers import make_loss
+
+import convexfl as cfl
+from convexfl.solvers.admm import solve_admm
+
+
+def problem(name="quadratic", n=8, lam=0.3, seed=1):
+    loss = make_loss(name, n_users=n, dim=3, seed=seed)
+    return cfl.SumOfNorms(loss, cfl.graphs.complete(n), lam)
+
+
+def test_truncated_run_is_reported_as_not_converged():
+    prob = problem("logistic")
+    res = cfl.solve(prob, method="admm", max_iter=3, tol=1e-10, polish=False)
+    assert not res.converged
+    assert "iteration limit" in res.message and "max_iter=3" in res.message
+    assert res.n_iter == 3 and res.status == "not_converged"
+    assert res.kkt_residual > 1e-10  # the certificate, not the solver, says so
+
+
+def test_warm_start_from_a_solution_converges_in_very_few_iterations():
+    prob = problem("huber", lam=0.2)
+    first = cfl.solve(prob, method="admm", tol=1e-9)
+    assert first.converged
+    again = cfl.solve(prob, method="admm", tol=1e-9, warm_start=first)
+    assert again.converged and again.n_iter <= 2
+    again = solve_admm(prob, tol=1e-9, X0=first.X, flows0=first.flows)
+    assert again.converged and again.n_iter <= 2
+
+
+def test_without_polish_admm_converges_on_its_own():
+    prob = problem("quadratic", lam=0.2)
+    ref = cfl.solve(prob, tol=1e-9)
+    res = cfl.solve(prob, method="admm", tol=1e-6, polish=False, max_iter=20000)
+    assert res.converged and res.kkt_residual <= 1e-6
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+
+
+def test_history_and_options_are_recorded():
+    prob = problem("least_squares")
+    res = cfl.solve(prob, method="admm", adaptive_rho=False, alpha=1.0, rho=2.0,
+                    record_objective=True, check_every=5)
+    h = res.history
+    assert len(h["iter"]) == len(h["r"]) == len(h["s"]) == len(h["objective"])
+    assert set(h["rho"]) == {2.0}
+    assert h["iter"][0] == 5 and h["certify_at"]
+    assert h["time_certify_s"] >= 0 and h["n_certify"] >= 1
+
+
+def test_fused_pairs_are_exact():
+    rng = np.random.default_rng(0)
+    A = np.r_[rng.standard_normal((5, 2)) * 0.3, rng.standard_normal((5, 2)) * 0.3 + 5.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(10), 0.1)
+    res = cfl.solve(prob, method="admm", tol=1e-8)
+    assert 1 < res.n_clusters < 10
+    lab = res.labels()
+    for k in np.unique(lab):
+        rows = res.X[lab == k]
+        assert np.all(rows == rows[0])  # bitwise equal within a cluster
+    assert res.fuse_tol < 1e-8
+
+
+@pytest.mark.parametrize("option, value, exc", [
+    ("rho", 0.0, ValueError), ("rho", -1.0, ValueError), ("alpha", 2.0, ValueError),
+    ("alpha", 0.0, ValueError), ("tol", 0.0, ValueError), ("max_iter", 0, ValueError),
+    ("max_iter", 2.5, TypeError), ("mu", 1.0, ValueError), ("tau_incr", 0.5, ValueError),
+    ("polish", "yes", TypeError), ("adaptive_rho", 1, TypeError),
+    ("check_every", 0, ValueError), ("newton_tol", 0.0, ValueError),
+])
+def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
+    with pytest.raises(exc, match=option):
+        cfl.solve(problem(), method="admm", **{option: value})
+
+
+def test_bad_warm_starts_are_refused():
+    prob = problem()
+    with pytest.raises(ValueError, match="X0"):
+        solve_admm(prob, X0=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="flows0"):
+        solve_admm(prob, flows0=np.zeros((3, 3)))
+    with pytest.raises(TypeError, match="warm_start"):
+        solve_admm(prob, warm_start=np.zeros((8, 3)))
+    with pytest.raises(ValueError, match="X0"):
+        solve_admm(cfl.global_model(prob.loss), X0=np.zeros((1, 3)))
+
+
+def test_every_loss_is_accepted_including_poisson():
+    prob = problem("poisson", lam=0.1)
+    res = cfl.solve(prob, method="admm", tol=1e-8)
+    assert res.converged

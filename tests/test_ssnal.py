@@ -1,0 +1,78 @@
+"""SSNAL for convex clustering (quadratic loss)."""
+
+import numpy as np
+import pytest
+from helpers import make_loss
+
+import convexfl as cfl
+from convexfl.solvers import IncompatibleLossError
+
+
+def clustered(n_per=6, seed=0, weights=None):
+    rng = np.random.default_rng(seed)
+    A = 0.4 * np.r_[rng.standard_normal((n_per, 2)), rng.standard_normal((n_per, 2)) + 10.0,
+                    rng.standard_normal((n_per, 2)) + [10.0, -10.0]]
+    return cfl.losses.Quadratic(A, weights)
+
+
+@pytest.mark.parametrize("graph", ["complete", "knn"])
+def test_ssnal_agrees_with_reference_with_user_weights(graph):
+    rng = np.random.default_rng(1)
+    loss = clustered(weights=rng.uniform(0.5, 2.0, 18))
+    g = (cfl.graphs.complete(18) if graph == "complete"
+         else cfl.graphs.knn(loss.points, 4, phi=0.3, warn_disconnected=False))
+    prob = cfl.SumOfNorms(loss, g, 0.15 if graph == "complete" else 0.3)
+    ref = cfl.solve(prob, tol=1e-9)
+    res = cfl.solve(prob, method="ssnal", tol=1e-8)
+    assert res.converged and res.kkt_residual <= 1e-8
+    assert abs(res.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+    assert cfl.clusters.same_partition(res.labels(), ref.labels())
+    assert 1 < res.n_clusters < 18
+    # the multipliers are the flows: feasible by construction
+    cap = prob.lam * g.weights
+    assert np.all(np.linalg.norm(res.flows, axis=1) <= cap * (1 + 1e-12))
+    assert res.history["newton"] and res.history["cg_total"] > 0
+
+
+@pytest.mark.parametrize("name", ["least_squares", "logistic", "poisson"])
+def test_other_losses_raise_incompatible_loss_error(name):
+    prob = cfl.SumOfNorms(make_loss(name, n_users=4), cfl.graphs.complete(4), 0.1)
+    with pytest.raises(IncompatibleLossError, match="needs the quadratic loss.*method='admm'"):
+        cfl.solve(prob, method="ssnal")
+
+
+def test_auto_picks_ssnal_for_quadratic_and_admm_otherwise():
+    prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
+    assert cfl.solve(prob, method="auto").method == "ssnal"
+    prob = cfl.SumOfNorms(make_loss("logistic", n_users=4), cfl.graphs.complete(4), 0.1)
+    assert cfl.solve(prob, method="auto").method == "admm"
+
+
+def test_truncated_run_is_not_converged():
+    prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
+    res = cfl.solve(prob, method="ssnal", max_iter=1, tol=1e-12, polish=False)
+    assert not res.converged and "max_iter=1" in res.message
+
+
+def test_warm_start_converges_immediately_and_along_lambda():
+    loss = clustered()
+    g = cfl.graphs.knn(loss.points, 4, warn_disconnected=False)
+    prob = cfl.SumOfNorms(loss, g, 0.3)
+    first = cfl.solve(prob, method="ssnal", tol=1e-9)
+    again = cfl.solve(prob, method="ssnal", tol=1e-9, warm_start=first)
+    assert again.converged and again.n_iter == 1
+    nxt = cfl.solve(prob.with_lam(0.35), method="ssnal", tol=1e-9, warm_start=first)
+    ref = cfl.solve(prob.with_lam(0.35), tol=1e-9)
+    assert nxt.converged and abs(nxt.objective - ref.objective) <= 1e-8 * ref.objective
+
+
+@pytest.mark.parametrize("option, value, exc", [
+    ("sigma", 0.0, ValueError), ("sigma_factor", 1.0, ValueError),
+    ("sigma_max", -1.0, ValueError), ("max_newton", 0, ValueError),
+    ("cg_max_iter", 0, ValueError), ("polish", None, TypeError), ("tol", -1e-3, ValueError),
+    ("max_iter", 0, ValueError),
+])
+def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
+    prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
+    with pytest.raises(exc, match=option):
+        cfl.solve(prob, method="ssnal", **{option: value})
