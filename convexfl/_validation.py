@@ -70,6 +70,17 @@ def as_int(value, name: str, *, low: int | None = None, high: int | None = None)
     return v
 
 
+def check_random_state(seed, name: str = "random_state") -> np.random.RandomState:
+    """:func:`sklearn.utils.check_random_state`, with an error that names ``name``."""
+    from sklearn.utils import check_random_state as _check
+
+    try:
+        return _check(seed)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name}: expected None, an int in [0, 2**32 - 1] or a "
+                         f"numpy RandomState, got {seed!r} ({exc})") from None
+
+
 def check_groups(groups, n_samples: int, name: str = "groups"):
     """Map group labels to users ``0..N-1`` in sorted label order.
 

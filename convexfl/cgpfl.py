@@ -78,10 +78,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.utils import check_random_state
 
 from ._kmeans import kmeans
-from ._validation import as_float_array, as_int, as_scalar, check_groups
+from ._validation import as_float_array, as_int, as_scalar, check_groups, check_random_state
 from .baselines import MLRSpec, batch, check_batch, check_lr, stack_replies
 from .federated import Algorithm, run_federated
 

@@ -45,8 +45,23 @@ class Graph:
 
     def __init__(self, n_nodes: int, edges, weights, kind: str = "custom"):
         self.n_nodes = as_int(n_nodes, "n_nodes", low=1)
-        self.edges = np.ascontiguousarray(edges, dtype=np.int64).reshape(-1, 2)
-        self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+        e = np.asarray(edges)
+        if e.size and (e.ndim != 2 or e.shape[1] != 2):
+            raise ValueError(f"edges: expected an (E, 2) array of node pairs, got shape {e.shape}")
+        if e.size and e.dtype.kind not in "iu":
+            raise TypeError(f"edges: node indices must be integers, got dtype {e.dtype}")
+        self.edges = np.ascontiguousarray(e, dtype=np.int64).reshape(-1, 2)
+        if self.n_edges and (self.edges.min() < 0 or self.edges.max() >= self.n_nodes
+                             or np.any(self.edges[:, 0] >= self.edges[:, 1])):
+            raise ValueError(f"edges: expected pairs (i, j) with 0 <= i < j < {self.n_nodes} "
+                             "(use graphs.from_edges for unordered pairs)")
+        w = as_float_array(weights, "weights", ndim=1, allow_empty=True)
+        if w.shape[0] != self.n_edges:
+            raise ValueError(f"weights: expected {self.n_edges} entries (one per edge), "
+                             f"got {w.shape[0]}")
+        if np.any(w <= 0):
+            raise ValueError("weights: edge weights must be > 0")
+        self.weights = np.ascontiguousarray(w)
         self.kind = kind
 
     @property

@@ -35,6 +35,7 @@ import numpy as np
 from . import _kernels as K
 from ._validation import (
     as_float_array,
+    as_int,
     as_scalar,
     check_groups,
     check_labels_pm1,
@@ -105,10 +106,11 @@ class Loss:
         x = as_float_array(x, "x", ndim=1)
         if x.shape[0] != self.dim:
             raise ValueError(f"x: expected length {self.dim}, got {x.shape[0]}")
-        if not 0 <= int(i) < self.n_users:
+        i = as_int(i, "i")
+        if not 0 <= i < self.n_users:
             raise ValueError(f"i: user index must be in 0..{self.n_users - 1}, got {i}")
         g, H = np.empty(self.dim), np.empty((self.dim, self.dim))
-        K.user_value_grad_hess(*self.arrays, int(i), x, g, H)
+        K.user_value_grad_hess(*self.arrays, i, x, g, H)
         return H
 
     def prox(self, V, rho, X0=None, *, tol: float = 1e-12, max_iter: int = 50):
@@ -134,10 +136,16 @@ class Loss:
             If Newton did not reach ``tol`` within ``max_iter`` steps.
         """
         V = check_matrix_rows(V, self.n_users, self.dim, "V")
-        rho = np.broadcast_to(as_float_array(rho, "rho", ndim=(0, 1)), (self.n_users,)).copy()
+        rho = as_float_array(rho, "rho", ndim=(0, 1))
+        if rho.ndim == 1 and rho.shape[0] != self.n_users:
+            raise ValueError(f"rho: expected a number or {self.n_users} weights (one per "
+                             f"user), got {rho.shape[0]}")
+        rho = np.broadcast_to(rho, (self.n_users,)).copy()
         if np.any(rho <= 0):
             raise ValueError("rho: proximal weights must be > 0")
         X0 = V if X0 is None else check_matrix_rows(X0, self.n_users, self.dim, "X0")
+        tol = as_scalar(tol, "tol", low=0.0, low_inclusive=False)
+        max_iter = as_int(max_iter, "max_iter", low=1)
         out, _, ok = K.prox_all(*self.arrays, V, rho, X0, tol, max_iter)
         if not ok:
             raise RuntimeError(f"prox: Newton did not reach tol={tol} in {max_iter} steps")
@@ -269,9 +277,18 @@ class _GLM(Loss):
         if len(Xs) == 0 or len(Xs) != len(ys):
             raise ValueError(f"Xs, ys: expected equal, non-zero numbers of users, got "
                              f"{len(Xs)} and {len(ys)}")
-        for i, Xi in enumerate(Xs):
-            if np.asarray(Xi).shape[0] == 0:
+        n_features = None
+        for i, (Xi, yi) in enumerate(zip(Xs, ys, strict=True)):
+            Xi = as_float_array(Xi, f"Xs[{i}]", ndim=2, allow_empty=True)
+            if Xi.shape[0] == 0:
                 raise ValueError(f"Xs: user {i} is empty (no samples)")
+            n_features = Xi.shape[1] if n_features is None else n_features
+            if Xi.shape[1] != n_features:
+                raise ValueError(f"Xs: user {i} has {Xi.shape[1]} features, user 0 has "
+                                 f"{n_features}")
+            if np.shape(yi) != (Xi.shape[0],):
+                raise ValueError(f"ys: user {i} has {Xi.shape[0]} samples in Xs but ys[{i}] "
+                                 f"has shape {np.shape(yi)}")
         groups = np.concatenate([np.full(len(np.asarray(yi)), i) for i, yi in enumerate(ys)])
         sw = None if sample_weights is None else np.concatenate(sample_weights)
         return cls(np.concatenate([np.asarray(x, dtype=float) for x in Xs]),
@@ -403,7 +420,13 @@ class SquaredHinge(_GLM):
     def decision_function(self, x, A):
         """``⟨w, a⟩ − b`` for the rows ``a`` of ``A`` and the model ``x = [w, b]``."""
         x = as_float_array(x, "x", ndim=1)
-        return as_float_array(A, "A", ndim=2) @ x[:-1] - x[-1]
+        if x.shape[0] != self.dim:
+            raise ValueError(f"x: expected length {self.dim} (weights and offset), "
+                             f"got {x.shape[0]}")
+        A = as_float_array(A, "A", ndim=2)
+        if A.shape[1] != self.dim - 1:
+            raise ValueError(f"A: expected {self.dim - 1} columns (features), got {A.shape[1]}")
+        return A @ x[:-1] - x[-1]
 
     def _cvxpy_phi(self, t):
         import cvxpy as cp

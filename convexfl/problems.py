@@ -45,7 +45,7 @@ CONVENTIONS = {
 
 
 def _factor(n_users: int, form: str) -> float:
-    if form not in CONVENTIONS:
+    if not isinstance(form, str) or form not in CONVENTIONS:
         raise ValueError(f"form: expected one of {sorted(CONVENTIONS)}, got {form!r}")
     n = as_int(n_users, "n_users", low=1)
     return {"son": 1.0, "eq3": 2.0 * n, "eq14": 2.0}[form]
@@ -91,6 +91,9 @@ class SumOfNorms:
         _check_loss_graph(loss, graph)
         self.loss, self.graph = loss, graph
         self.lam_input = as_scalar(lam, "lam", low=0.0)
+        if not isinstance(convention, str) or convention not in CONVENTIONS:
+            raise ValueError(f"convention: expected one of {sorted(CONVENTIONS)}, "
+                             f"got {convention!r}")
         self.convention = convention
         self.lam = from_paper_lambda(self.lam_input, loss.n_users, convention)
 

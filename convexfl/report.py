@@ -4,7 +4,8 @@ A report is a list of **sections**, each a function ``section(out: Path, quick: 
 dict`` registered with :func:`section` and returning ``{"title", "text", "figures": [PNG
 paths relative to out], "data": {...}}``. Sections run in order with a progress bar; each
 finished section is written to ``out/sections/<name>.json`` at once (atomically), so an
-interrupted report resumes where it stopped and never loses finished work. At the end
+interrupted report resumes where it stopped and never loses finished work (a section file
+that cannot be read back counts as unfinished and is run again). At the end
 ``out/report.html`` and ``out/report.json`` collect everything.
 
 The sections are the theory checks (:mod:`theory_checks`) and the key figures of the
@@ -33,11 +34,35 @@ def section(name: str):
 
 
 def _atomic_json(path: Path, data) -> None:
+    _atomic_text(path, json.dumps(data, indent=2, default=_jsonable))
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    """Write through a temporary file and ``os.replace``: never a torn file, and the
+    temporary file does not outlive a failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, default=_jsonable)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _finished(path: Path, quick: bool):
+    """The saved result of a finished section, or ``None`` (missing, torn or unfinished)."""
+    try:
+        prev = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(prev, dict) and prev.get("quick") == quick and prev.get("status") == "done":
+        return prev
+    return None
 
 
 def _jsonable(x):
@@ -75,6 +100,10 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     from tqdm.auto import tqdm
 
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out: {str(out)!r} exists and is not a folder")
+    if isinstance(only, str):
+        only = [only]
     names = list(SECTIONS) if not only else list(only)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
@@ -84,11 +113,10 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     for name in bar:
         bar.set_postfix_str(name)
         path = out / "sections" / f"{name}.json"
-        if path.exists() and not fresh:
-            prev = json.loads(path.read_text())
-            if prev.get("quick") == quick and prev.get("status") == "done":
-                done[name] = prev
-                continue
+        prev = None if fresh else _finished(path, quick)
+        if prev is not None:
+            done[name] = prev
+            continue
         start = time.perf_counter()
         try:
             result = SECTIONS[name](out, quick)
@@ -100,7 +128,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
         _atomic_json(path, result)
         done[name] = result
     _atomic_json(out / "report.json", {"quick": quick, "sections": list(done.values())})
-    (out / "report.html").write_text(_html(list(done.values())))
+    _atomic_text(out / "report.html", _html(list(done.values())))
     return out / "report.html"
 
 

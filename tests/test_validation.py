@@ -49,7 +49,7 @@ CASES = [
     (lambda: cfl.SumOfNorms(L.Quadratic(X4), cfl.graphs.complete(4), True), TypeError,
      "lam: expected a real number"),
     (lambda: cfl.SumOfNorms(L.Quadratic(X4), cfl.graphs.complete(4), 1.0, convention="x"),
-     ValueError, "form: expected one of"),
+     ValueError, "convention: expected one of"),
     (lambda: cfl.graphs.complete(2.5), TypeError, "n_users: expected an integer"),
     (lambda: cfl.datasets.planted_points(0), ValueError, "n_clusters: must be >= 1"),
 ]

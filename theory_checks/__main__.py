@@ -1,6 +1,7 @@
 """``python -m theory_checks``: run the checks and write the report."""
 
 import argparse
+import os
 import sys
 
 from . import REGISTRY, run_checks, write_report
@@ -21,6 +22,8 @@ def main(argv=None) -> int:
         print("\n".join(REGISTRY))
         return 0
     try:
+        if a.json and os.path.isdir(a.json):
+            raise ValueError(f"--json: {a.json!r} is a folder; give a file name")
         results = run_checks(a.only, quick=a.quick, seed=a.seed, out=a.out,
                              resume=not a.fresh, progress=not a.no_progress)
     except ValueError as exc:

@@ -137,11 +137,35 @@ def verdict(ok: list[bool], *, inconclusive: bool = False) -> str:
 
 def save_json_atomic(path: Path, data) -> None:
     """Write JSON through a temporary file and ``os.replace`` (never a torn file)."""
+    save_text_atomic(path, json.dumps(data, indent=2))
+
+
+def save_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file and ``os.replace``: ``path`` holds either its
+    old content or the new one, never a torn file; the temporary file never outlives a
+    failure."""
     import os
     import tempfile
 
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_json(path: Path):
+    """The JSON in ``path``, or ``None`` when it is missing, torn or not JSON (a file that
+    cannot be read back counts as not written)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import html
-import json
+import numbers
 import time
 import traceback
 from pathlib import Path
 
-from .registry import REGISTRY, Control, Outcome, save_json_atomic
+from .registry import REGISTRY, Control, Outcome, load_json, save_json_atomic, save_text_atomic
 
 
 def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-checks",
@@ -16,12 +16,19 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
     """Run the checks ``ids`` (default all) and write one JSON per check under ``out/checks``.
 
     A check already finished in ``out`` with the same ``seed`` and ``quick`` is not run
-    again (``resume``); an exception inside a check is reported as ``inconclusive`` with its
+    again (``resume``); a check file that cannot be read back (torn, truncated) counts as
+    not finished. An exception inside a check is reported as ``inconclusive`` with its
     traceback, never lost.
     """
     from tqdm.auto import tqdm
 
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out: {str(out)!r} exists and is not a folder")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed: expected an int, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed: must be >= 0, got {seed}")
     ids = list(REGISTRY) if not ids else list(ids)
     unknown = [i for i in ids if i not in REGISTRY]
     if unknown:
@@ -31,11 +38,13 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
     for cid in bar:
         bar.set_postfix_str(cid)
         path = out / "checks" / f"{cid}.json"
-        if resume and path.exists():
-            done = json.loads(path.read_text())
-            if done.get("seed") == seed and done.get("quick") == quick:
+        done = load_json(path) if resume else None
+        if isinstance(done, dict) and done.get("seed") == seed and done.get("quick") == quick:
+            try:
                 results.append(Outcome.from_dict(done))
                 continue
+            except (TypeError, ValueError, KeyError):
+                pass  # not a finished check's record: run it again
         results.append(_run_one(cid, quick, seed, out))
         save_json_atomic(path, results[-1].to_dict())
     return results
@@ -68,8 +77,8 @@ def write_report(results: list[Outcome], out, json_path=None) -> Path:
     save_json_atomic(out / "results.json", data)
     if json_path:
         save_json_atomic(Path(json_path), data)
-    (out / "report.md").write_text(_markdown(results))
-    (out / "report.html").write_text(_html(results))
+    save_text_atomic(out / "report.md", _markdown(results))
+    save_text_atomic(out / "report.html", _html(results))
     return out / "report.html"
 
 

@@ -11,9 +11,8 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import as_int, as_scalar
+from .._validation import as_int, as_scalar, check_random_state
 
 __all__ = ["armacki_ellipses", "planted_classification", "planted_points"]
 
@@ -113,8 +112,10 @@ def armacki_ellipses(users_per_cluster: int = 20, samples_per_user: int = 10,
     """The synthetic data of Armacki et al. Sec. V (the paper does not print the ellipses'
     parameters: ours are documented here).
 
-    Cluster ``k ∈ {0, 1, 2}`` is centred at ``6 (cos 2πk/3, sin 2πk/3)`` and rotated by
-    ``θ_k = π/6 + kπ/3``; its class ``+1`` ellipse (semi-axes 3 and 1) is shifted by
+    Cluster ``k ∈ {0, 1, 2}`` is centred at ``3 (cos 2πk/3, sin 2πk/3)`` and rotated by
+    ``θ_k = kπ/3`` (the three clusters overlap around the origin, each with its own optimal
+    separator, and the planted structure is exactly recoverable for a range of λ; with
+    clusters far apart it is not); its class ``+1`` ellipse (semi-axes 3 and 1) is shifted by
     ``+0.75`` along the rotated minor axis and its class ``−1`` ellipse by ``−0.75``, so the
     two overlap and no cluster is linearly separable. Each user samples
     ``samples_per_user`` of its cluster's ``2 · points_per_class`` points without
@@ -131,8 +132,8 @@ def armacki_ellipses(users_per_cluster: int = 20, samples_per_user: int = 10,
     rng = check_random_state(random_state)
     pool_X, pool_y, pool_c = [], [], []
     for k in range(3):
-        centre = 6.0 * np.array([np.cos(2 * np.pi * k / 3), np.sin(2 * np.pi * k / 3)])
-        angle = np.pi / 6 + k * np.pi / 3
+        centre = 3.0 * np.array([np.cos(2 * np.pi * k / 3), np.sin(2 * np.pi * k / 3)])
+        angle = k * np.pi / 3
         normal = np.array([-np.sin(angle), np.cos(angle)])
         for label in (1.0, -1.0):
             pool_X.append(_uniform_ellipse(p, centre + 0.75 * label * normal, (3.0, 1.0),

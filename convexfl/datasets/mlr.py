@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import as_float_array, as_int, as_scalar, check_groups
+from .._validation import as_float_array, as_int, as_scalar, check_groups, check_random_state
 
 __all__ = ["ClientSplit", "FederatedDataset", "clustered_mlr", "federated_digits", "from_groups"]
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import as_int, as_scalar
+from .._validation import as_int, as_scalar, check_random_state
 
 __all__ = ["SyntheticMixture", "synthetic_mixture", "digits_label_groups", "DigitsSplit"]
 

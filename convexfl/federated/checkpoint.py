@@ -83,10 +83,18 @@ def load_checkpoint(path):
     Raises
     ------
     ValueError
-        If the file is not a convexfl federated checkpoint of a known version.
+        If the file is not a convexfl federated checkpoint of a known version (including
+        a truncated file or one that is not a pickle).
     """
     with open(path, "rb") as handle:
-        content = pickle.load(handle)
+        try:
+            content = pickle.load(handle)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+                ImportError, IndexError, KeyError) as exc:
+            raise ValueError(
+                f"checkpoint {os.fspath(path)!r} could not be read (truncated, corrupted or "
+                f"not a checkpoint): {type(exc).__name__}: {exc}"
+            ) from None
     if not isinstance(content, dict) or content.get("format") != FORMAT:
         raise ValueError(f"checkpoint {os.fspath(path)!r} is not a convexfl federated checkpoint")
     if content.get("version") != VERSION:

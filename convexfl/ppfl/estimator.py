@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 
-from .._validation import as_float_array, as_int, as_scalar, check_groups
+from .._validation import as_float_array, as_int, as_scalar, check_groups, check_random_state
 from ..federated import run_federated
 from . import algorithms
 from ._model import FORMS, LAPLACIANS, PPFLProblem, check_choice, get_family, predictor

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, as_scalar, check_groups
+from .._validation import as_float_array, as_int, as_scalar, check_groups
 from ._model import PPFLProblem, get_family, phi
 from .exact import solve_memberships
 
@@ -76,7 +76,7 @@ def glmm_lambda(sigma2, sigma_b2, n_groups, n_samples):
     ``a_ij = 1``, ``N`` groups and ``M`` samples (see the module docstring)."""
     return as_scalar(sigma2, "sigma2", low=0.0, low_inclusive=False) / (
         as_scalar(sigma_b2, "sigma_b2", low=0.0, low_inclusive=False)
-        * 2.0 * n_groups * n_samples)
+        * 2.0 * as_int(n_groups, "n_groups", low=1) * as_int(n_samples, "n_samples", low=1))
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """``python -m convexfl.torch``: print the digits comparison table."""
 
+import sys
+
 from .compare import main
 
-main()
+sys.exit(main())

@@ -5,6 +5,7 @@ Run ``python -m convexfl.torch`` (``--help`` for the options) to print it.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -144,11 +145,18 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"argument --threads: must be >= 1, got {args.threads}")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    table = compare_on_digits(n_clients=args.clients, n_groups=args.groups, rounds=args.rounds,
-                              samples_per_client=args.samples, kind=args.kind,
-                              device=args.device, random_state=args.seed)
+    try:
+        table = compare_on_digits(n_clients=args.clients, n_groups=args.groups,
+                                  rounds=args.rounds, samples_per_client=args.samples,
+                                  kind=args.kind, device=args.device, random_state=args.seed)
+    except (ValueError, TypeError) as exc:
+        print(f"python -m convexfl.torch: error: {exc}", file=sys.stderr)
+        return 2
     print(table)
+    return 0

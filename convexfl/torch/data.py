@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import as_int, as_scalar
+from .._validation import as_int, as_scalar, check_random_state
 from ..datasets.mlr import FederatedDataset, from_groups
 from ..datasets.ppfl import digits_label_groups
 

@@ -1,0 +1,231 @@
+"""Issue 11, item 3: nothing lost.
+
+Long work writes each finished piece atomically as it goes, resumes after an interruption
+without redoing finished pieces or corrupting them, and the same seed gives the same
+result. Tested by killing real subprocesses (SIGKILL: no clean-up code runs) of
+``python -m theory_checks`` and of :func:`convexfl.report.run_report`, and restarting them.
+(The federated runtime's kill-and-resume is in ``tests/test_federated_runtime.py``.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import theory_checks
+from convexfl import report
+from theory_checks.registry import save_json_atomic
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+CHECKS = ["armacki.thm4", "armacki.remark1"]  # two quick checks, the second the slower
+SEED = 3
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
+
+
+def _wait_for(path: Path, child: subprocess.Popen) -> None:
+    """Poll until ``path`` exists (the child is running while we wait)."""
+    while not path.exists():
+        if child.poll() is not None:
+            out, err = child.communicate()
+            raise AssertionError(f"the child ended (rc={child.returncode}) before writing "
+                                 f"{path.name}:\n{err}")
+        time.sleep(0.005)
+
+
+def _kill(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    child.communicate()
+
+
+def _without_timings(obj):
+    """A JSON tree without wall-clock fields (everything else must be reproducible)."""
+    if isinstance(obj, dict):
+        return {k: _without_timings(v) for k, v in obj.items() if k != "seconds"}
+    if isinstance(obj, list):
+        return [_without_timings(v) for v in obj]
+    return obj
+
+
+def _every_json_parses(folder: Path) -> None:
+    for path in folder.rglob("*.json"):
+        json.loads(path.read_text())  # a torn file would raise here
+
+
+# --------------------------------------------------------------------------- theory checks
+
+
+def test_theory_checks_killed_and_restarted_finish_without_redoing_work(tmp_path):
+    out = tmp_path / "tc"
+    cmd = [sys.executable, "-m", "theory_checks", "--only", *CHECKS, "--seed", str(SEED),
+           "--out", str(out), "--no-progress"]
+    child = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    first = out / "checks" / f"{CHECKS[0]}.json"
+    try:
+        _wait_for(first, child)
+    finally:
+        _kill(child)
+    finished = first.read_bytes()
+    assert not (out / "checks" / f"{CHECKS[1]}.json").exists()  # killed inside check 2
+    assert not (out / "results.json").exists()
+    _every_json_parses(out)
+
+    done = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert first.read_bytes() == finished  # reused as written, not recomputed
+    resumed = json.loads((out / "results.json").read_text())
+    assert [c["id"] for c in resumed["checks"]] == CHECKS
+    _every_json_parses(out)
+
+    # the same seed, uninterrupted and in this process: the same results
+    fresh = theory_checks.run_checks(CHECKS, seed=SEED, out=tmp_path / "fresh",
+                                     progress=False)
+    theory_checks.write_report(fresh, tmp_path / "fresh")
+    again = json.loads((tmp_path / "fresh" / "results.json").read_text())
+    assert _without_timings(again) == _without_timings(resumed)
+
+
+def test_theory_check_files_are_replaced_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "checks" / "x.json"
+    save_json_atomic(path, {"outcome": "holds"})
+
+    def crash(src, dst):
+        raise KeyboardInterrupt  # an interruption at the worst moment
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_json_atomic(path, {"outcome": "fails"})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"outcome": "holds"}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.json"]  # no temp left
+
+
+# --------------------------------------------------------------------------------- report
+
+REPORT_CHILD = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import numpy as np
+from convexfl import report
+
+out = Path(sys.argv[1])
+log = Path(sys.argv[2])
+
+@report.section("seeded")
+def seeded(out, quick):
+    with open(log, "a") as fh:
+        fh.write("seeded\\n")
+    rng = np.random.default_rng(11)
+    return {{"title": "Seeded", "text": "draws", "figures": [],
+            "data": {{"draws": rng.standard_normal(5)}}}}
+
+@report.section("waits")
+def waits(out, quick):
+    with open(log, "a") as fh:
+        fh.write("waits\\n")
+    (out / "waits.started").touch()
+    while not (out / "release").exists():
+        time.sleep(0.01)
+    return {{"title": "Waits", "text": "released", "figures": [],
+            "data": {{"value": float(np.sqrt(2.0))}}}}
+
+report.run_report(out=out, only=["seeded", "waits"], quick=True, progress=False)
+"""
+
+
+def test_report_killed_and_restarted_keeps_finished_sections(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(REPORT_CHILD.format(repo=str(REPO))))
+    out, log = tmp_path / "report", tmp_path / "calls.log"
+    out.mkdir()
+
+    def start():
+        return subprocess.Popen([sys.executable, str(script), str(out), str(log)],
+                                cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    child = start()
+    try:
+        _wait_for(out / "waits.started", child)
+    finally:
+        _kill(child)
+    seeded = out / "sections" / "seeded.json"
+    finished = seeded.read_bytes()
+    assert json.loads(finished)["status"] == "done"
+    assert not (out / "sections" / "waits.json").exists()
+    assert not (out / "report.json").exists()
+    _every_json_parses(out)
+
+    (out / "release").touch()
+    child = start()
+    assert child.wait() == 0, child.communicate()[1]
+    child.communicate()
+    assert seeded.read_bytes() == finished  # not recomputed, not rewritten
+    assert log.read_text().split() == ["seeded", "waits", "waits"]
+    result = json.loads((out / "report.json").read_text())
+    assert [s["name"] for s in result["sections"]] == ["seeded", "waits"]
+    assert all(s["status"] == "done" for s in result["sections"])
+    assert (out / "report.html").read_text().startswith("<!doctype html>")
+
+    # the same seed from scratch gives the same report
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "release").touch()
+    done = subprocess.run([sys.executable, str(script), str(fresh), str(tmp_path / "f.log")],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    again = json.loads((fresh / "report.json").read_text())
+    assert _without_timings(again) == _without_timings(result)
+
+
+def test_report_reruns_a_failed_section_and_keeps_the_others(tmp_path):
+    calls = {"ok": 0, "flaky": 0}
+
+    def ok(out, quick):
+        calls["ok"] += 1
+        return {"title": "ok", "text": "", "figures": [], "data": {}}
+
+    def flaky(out, quick):
+        calls["flaky"] += 1
+        if calls["flaky"] == 1:
+            raise RuntimeError("transient")
+        return {"title": "flaky", "text": "", "figures": [], "data": {}}
+
+    report.section("_rel_ok")(ok)
+    report.section("_rel_flaky")(flaky)
+    try:
+        report.run_report(out=tmp_path, only=["_rel_ok", "_rel_flaky"], progress=False)
+        first = json.loads((tmp_path / "report.json").read_text())
+        assert [s["status"] for s in first["sections"]] == ["done", "failed"]
+        assert "transient" in first["sections"][1]["text"]
+        report.run_report(out=tmp_path, only=["_rel_ok", "_rel_flaky"], progress=False)
+        second = json.loads((tmp_path / "report.json").read_text())
+        assert [s["status"] for s in second["sections"]] == ["done", "done"]
+        assert calls == {"ok": 1, "flaky": 2}
+    finally:
+        report.SECTIONS.pop("_rel_ok")
+        report.SECTIONS.pop("_rel_flaky")
+
+
+def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "sections" / "s.json"
+    report._atomic_json(path, {"status": "done"})
+    monkeypatch.setattr(os, "replace", lambda src, dst: (_ for _ in ()).throw(OSError("full")))
+    with pytest.raises(OSError):
+        report._atomic_json(path, {"status": "failed"})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"status": "done"}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["s.json"]
