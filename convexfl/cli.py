@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zipfile
 
 import numpy as np
 
@@ -59,6 +60,8 @@ def _configure_demo(p):
 def demo(args) -> int:
     import convexfl as cfl
 
+    if args.json:
+        _check_output_file(args.json)
     A, truth = cfl.datasets.planted_points(3, 8, 2, separation=20.0, radius=1.0,
                                            random_state=args.seed)
     n = len(A)
@@ -88,13 +91,12 @@ def demo(args) -> int:
         members = np.flatnonzero(found == k)
         print(f"    cluster {k}: users {members.tolist()}  model {np.round(res.X[members[0]], 4)}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"lam": lam, "lam_convention": "son", "theorem3_interval": [lo, hi],
-                       "recovery_interval": [rec.lo, rec.hi], "fusion_threshold":
-                       fusion.value, "objective": res.objective,
-                       "kkt_residual": res.kkt_residual,
-                       "converged": res.converged, "labels": found.tolist(),
-                       "truth": truth.tolist(), **cmp}, fh, indent=2)
+        _write_json(args.json, {"lam": lam, "lam_convention": "son",
+                                "theorem3_interval": [lo, hi],
+                                "recovery_interval": [rec.lo, rec.hi],
+                                "fusion_threshold": fusion.value, "objective": res.objective,
+                                "kkt_residual": res.kkt_residual, "converged": res.converged,
+                                "labels": found.tolist(), "truth": truth.tolist(), **cmp})
     return 0 if (res.converged and cmp["same_partition"]) else 1
 
 
@@ -142,8 +144,12 @@ def load_data(path) -> dict:
     if not os.path.exists(path):
         raise FileNotFoundError(f"data: no such file {path!r}")
     if path.endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            d = {k: z[k] for k in z.files}
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                d = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"data: {path} is not a readable .npz archive of numeric arrays "
+                             f"({type(exc).__name__}: {exc})") from None
         part = next((d[k] for k in ("partition", "user_cluster", "truth") if k in d), None)
         if "A" in d or "points" in d:
             return {"kind": "points", "A": d.get("A", d.get("points")), "partition": part}
@@ -181,12 +187,20 @@ def load_data(path) -> dict:
 
 
 def _read_partition(path, n_users):
+    import os
+
     from ._validation import check_partition
 
-    if path.endswith(".npy"):
-        lab = np.load(path)
-    else:
-        lab = np.loadtxt(path, delimiter="," if path.endswith(".csv") else None)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"partition: no such file {path!r}")
+    try:
+        if path.endswith(".npy"):
+            lab = np.load(path, allow_pickle=False)
+        else:
+            lab = np.loadtxt(path, delimiter="," if path.endswith(".csv") else None)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"partition: {path} must hold one numeric cluster label per user, "
+                         f"without a header ({exc})") from None
     return check_partition(np.asarray(lab).ravel(), n_users, "partition")
 
 
@@ -248,9 +262,29 @@ def _configure_common(p):
 
 
 def _write_json(path, obj):
+    """Write JSON atomically (temporary file, then ``os.replace``)."""
+    import os
+    import tempfile
+
     from .bounds import _jsonable
-    with open(path, "w") as fh:
-        json.dump(_jsonable(obj), fh, indent=1)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".convexfl-", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(_jsonable(obj), fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _check_output_file(path, name: str = "json") -> None:
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{name}: the folder {folder!r} does not exist")
 
 
 def _configure_bounds(p):

@@ -357,6 +357,19 @@ class SolutionPath:
                    lam_convention=meta.get("lam_convention", "son"), meta=extra)
 
 
+def _check_checkpoint(checkpoint) -> None:
+    """Refuse, before any solve, a checkpoint name that cannot be written."""
+    base = _base(checkpoint)
+    folder = os.path.dirname(os.path.abspath(base))
+    if os.path.isdir(base) or base.endswith(os.sep) or not os.path.basename(base):
+        raise ValueError(f"checkpoint: expected a file name (without or with .npz/.json), "
+                         f"got the folder {os.fspath(checkpoint)!r}")
+    if not os.path.isdir(folder):
+        raise ValueError(f"checkpoint: the folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"checkpoint: the folder {folder!r} is not writable")
+
+
 def _base(path) -> str:
     path = os.fspath(path)
     for ext in (".npz", ".json"):
@@ -539,6 +552,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "cvxpy", n_lambdas
         except Exception as exc:  # noqa: BLE001 - λ̂ is optional when the grid is given
             warnings.warn(f"son_path: the fusion threshold could not be computed ({exc})",
                           UserWarning, stacklevel=2)
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint)
     fp = _fingerprint(prob, method, solver_options)
     done = None
     if checkpoint is not None and os.path.exists(_base(checkpoint) + ".npz"):

@@ -226,3 +226,14 @@ def test_bad_arguments_are_refused(quad):
         cfl.son_path(cfl.global_model(prob.loss), [0.1])
     with pytest.raises(FileNotFoundError):
         SolutionPath.load(os.path.join("no", "such", "path"))
+
+
+def test_checkpoint_that_cannot_be_written_is_refused_before_any_solve(tmp_path):
+    import convexfl as cfl
+
+    A = np.random.default_rng(0).standard_normal((4, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(4), 0.0)
+    with pytest.raises(ValueError, match="checkpoint: the folder .* does not exist"):
+        cfl.son_path(prob, [0.0, 1.0], checkpoint=tmp_path / "missing" / "p", progress=False)
+    with pytest.raises(ValueError, match="checkpoint: expected a file name"):
+        cfl.son_path(prob, [0.0, 1.0], checkpoint=tmp_path, progress=False)

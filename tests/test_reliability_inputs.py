@@ -558,7 +558,7 @@ CLI_CASES = [
     ("bounds-unknown-loss", ["bounds", "{d}/points.npz", "--loss", "hinge"], "--loss"),
 ]
 
-CLI_KNOWN_GAPS = [  # convexfl/cli.py is owned by a colleague: reported, not fixed here
+CLI_FILE_CASES = [  # unreadable data and partition files
     ("bounds-truncated-npz", ["bounds", "{d}/truncated.npz"], "data"),
     ("bounds-npz-not-a-zip", ["bounds", "{d}/notzip.npz"], "data"),
     ("bounds-partition-file-missing", ["bounds", "{d}/points.npz", "--partition",
@@ -587,11 +587,8 @@ def test_convexfl_cli_refuses_bad_data_and_options(argv, name, data_files, tmp_p
     assert rc == 2 and _names(err, name), err
 
 
-@pytest.mark.xfail(reason="convexfl/cli.py (colleague-owned): unreadable data/partition files "
-                          "escape as a traceback or an error that does not name the argument",
-                   strict=False)
-@pytest.mark.parametrize("argv, name", [c[1:] for c in CLI_KNOWN_GAPS],
-                         ids=[c[0] for c in CLI_KNOWN_GAPS])
+@pytest.mark.parametrize("argv, name", [c[1:] for c in CLI_FILE_CASES],
+                         ids=[c[0] for c in CLI_FILE_CASES])
 def test_convexfl_cli_refuses_unreadable_files(argv, name, data_files, tmp_path, capsys):
     rc, err = _cli(argv, data_files, tmp_path, capsys)
     assert rc == 2 and _names(err, name), err
