@@ -93,3 +93,10 @@ def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
     prob = cfl.SumOfNorms(make_loss("quadratic", n_users=4), cfl.graphs.complete(4), 0.1)
     with pytest.raises(exc, match=option):
         cfl.solve(prob, method="pdmm", **{option: value})
+
+
+def test_divergence_is_an_error_not_a_result():
+    A = np.random.default_rng(0).standard_normal((6, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 1.0)
+    with pytest.raises(cfl.SolverError, match="pdmm diverged: non-finite iterates"):
+        cfl.solve(prob, method="pdmm", tau=3.0, random_state=0, max_iter=2000)

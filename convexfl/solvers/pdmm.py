@@ -51,6 +51,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import as_int, as_scalar
+from .base import SolverError
 from ._common import (
     Certifier,
     check_bool,
@@ -235,9 +236,11 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
         hist["downlink"].extend(down.tolist())
         hist["uplink_saved"].extend(ups.tolist())
         hist["downlink_saved"].extend(downs.tolist())
-        if not np.all(np.isfinite(X)):
-            message = "diverged (non-finite iterates)"
-            break
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Z))
+                and np.all(np.isfinite(MU))):
+            raise SolverError(f"pdmm diverged: non-finite iterates at iteration {it} (the "
+                              f"damping tau={tau}, nu={nu} or rho={rho} is outside the range "
+                              "where PDMM converges; the paper uses tau=0.8, nu=0.2, rho=10)")
         flows = flows_of(MU)
         gres, gnorm = gradient_residual(arrays[0], *arrays[1:6], arrays[7], X, graph.edges,
                                         flows)
