@@ -76,3 +76,47 @@ def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
     prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
     with pytest.raises(exc, match=option):
         cfl.solve(prob, method="ssnal", **{option: value})
+
+
+def test_pcg_flushes_subnormal_range_entries_and_solves():
+    from convexfl.solvers.ssnal import _flush, _pcg
+
+    rng = np.random.default_rng(0)
+    n = 40
+    Q = rng.standard_normal((n, n))
+    M = Q @ Q.T + n * np.eye(n)
+    B = rng.standard_normal((n, 2))
+    B[0, 0] = 1e-200  # would make subnormal products
+    X, it = _pcg(lambda V: M @ V, B.copy(), lambda R: R / np.diag(M)[:, None], 1e-12, 500)
+    B[0, 0] = 0.0
+    assert it >= 1 and np.linalg.norm(M @ X - B) <= 1e-9 * np.linalg.norm(B)
+    V = np.array([[1e-300, 1.0], [-1e-160, 2.0]])
+    assert np.array_equal(_flush(V), [[0.0, 1.0], [0.0, 2.0]])
+
+
+def test_sigma_stops_growing_once_primal_residual_is_negligible():
+    # near-degenerate kNN instance: σ used to climb to sigma_max while Newton stalled
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((120, 3))
+    g = cfl.graphs.knn(A, 6, warn_disconnected=False)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 0.3)
+    res = cfl.solve(prob, method="ssnal", tol=1e-8, max_iter=60)
+    hist = res.history
+    tol = 1e-8
+    for k in range(1, len(hist["sigma"])):
+        if hist["sigma"][k] > hist["sigma"][k - 1]:
+            assert hist["eta_p"][k - 1] > 1e-4 * tol
+    ref = cfl.solve(prob, tol=1e-9)
+    if res.converged:
+        assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+
+
+def test_auto_picks_admm_on_large_dense_graphs_and_ssnal_on_sparse():
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((120, 2))
+    loss = cfl.losses.Quadratic(A)
+    dense = cfl.solve(cfl.SumOfNorms(loss, cfl.graphs.complete(120), 0.01), method="auto")
+    assert dense.method == "admm" and dense.converged
+    g = cfl.graphs.knn(A, 5, warn_disconnected=False)
+    sparse = cfl.solve(cfl.SumOfNorms(loss, g, 0.1), method="auto")
+    assert sparse.method == "ssnal" and sparse.converged

@@ -127,7 +127,8 @@ def cluster_means(X, labels, k=None):
     return W
 
 
-def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12):
+def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12,
+           merge_rtol=1e-9):
     """Newton's method on the reduced problem (RED) of ``labels``, started at ``W0``.
 
     Sparse Hessian (dense when small); Armijo backtracking; clusters whose centroids meet
@@ -167,7 +168,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
             cols = np.empty(n_trip, np.int64)
             vals = np.empty(n_trip)
         grad = np.empty((k, d))
-        merge_tol = 1e-9 * scale_of(W)
+        merge_tol = merge_rtol * scale_of(W)
         merged = False
         ok = False
         for _it in range(max_iter):
