@@ -12,7 +12,10 @@ All λ axes are in the canonical (SON) convention (the paper's eq. (3) λ is
 - :func:`plot_dendrogram` — the merge tree, heights = fusion λ;
 - :func:`plot_fl_curves` — average test accuracy and within-cluster model distance vs λ
   (Armacki et al. Figs. 2 and 3);
-- :func:`plot_separators` — data and the distinct classifiers at several λ (their Fig. 6).
+- :func:`plot_separators` — data and the distinct classifiers at several λ (their Fig. 6);
+- the notebooks' figures, one function each (``plot_armacki_sec5``, ``plot_pdmm_gap``,
+  ``plot_membership_heatmaps``, ``plot_ckt_toy``, ``plot_accuracy_vs_k``, …), drawn from the
+  results of :mod:`convexfl.experiments`; :func:`study_figures` draws all of one experiment.
 
 Needs the ``plot`` extra: ``pip install 'convexfl[plot]'``.
 """
@@ -401,3 +404,541 @@ def plot_separators(path, points, point_cluster, *, point_labels=None, lambdas=N
     fig.suptitle(title or "Distinct models along the path (full) vs per-cluster optimal "
                  "separators (dashed)", fontsize=10)
     return _finish(fig, out)
+
+
+# =============================================================================================
+# Figures of the notebooks (``notebooks/``, GitHub issue 10). Each draws what one function of
+# :mod:`convexfl.experiments` computed (its result dict) and returns the Figure.
+# =============================================================================================
+
+__all__ += ["plot_armacki_sec5", "plot_armacki_sec5_recovery", "plot_model_panels",
+            "plot_armacki_appc_panels", "plot_armacki_appc_squared", "plot_armacki_appc_path",
+            "plot_pdmm_gap", "plot_ari_paths", "plot_membership_heatmaps", "plot_glmm_agreement",
+            "plot_ckt_toy", "plot_theorem_4_2", "plot_accuracy_vs_k", "plot_method_accuracies"]
+
+
+def plot_armacki_sec5(res, *, out=None):
+    """Armacki et al. Figs. 2 and 3 from :func:`convexfl.experiments.armacki_sec5_study`:
+    accuracy and within-cluster distance vs λ (SON) and γ (squared penalty), both in the
+    paper's units (eq. (3)/(4): divided by 2N), with the global, local and oracle accuracies
+    and the paper's peak accuracies written next to ours."""
+    s = res["summary"]
+    n = s["n_users"]
+    metrics = {"lambdas": np.asarray(res["lambdas"]), "accuracy": np.asarray(res["son_accuracy"]),
+               "within_distance": np.asarray(res["son_distance"])}
+    fig = plot_fl_curves(
+        metrics,
+        comparators={"global (1)": res["global_accuracy"], "local (2)": res["local_accuracy"],
+                     "oracle": res["oracle_accuracy"]},
+        extra_curves={"squared penalty (4), x = γ": (res["gammas"], res["sq_accuracy"],
+                                                     res["sq_distance"])},
+        lam_scale=1.0 / (2 * n), lam_label="λ or γ in the paper's units (eq. (3)/(4))",
+        title=f"Armacki et al. Sec. V on our ellipses: {n} users, "
+              f"{res['summary'].get('method', '')} for (SON), cvxpy for (4)")
+    a1, a2 = fig.axes[:2]
+    a1.text(0.98, 0.72, "peak accuracy, SON / (4)\npaper: 86.8 % / 86.6 %\n"
+            f"ours: {100 * s['peak_accuracy_son']:.1f} % / "
+            f"{100 * s['peak_accuracy_squared']:.1f} %", transform=a1.transAxes, fontsize=8,
+            va="center", ha="right", bbox={"fc": "white", "ec": "0.7", "alpha": 0.9})
+    lam_hat = s["lam_hat"] / (2 * n)
+    for ax in (a1, a2):
+        ax.axvline(lam_hat, color="0.3", ls="--", lw=0.9)
+    a2.text(lam_hat, 0.97, " λ̂", transform=a2.get_xaxis_transform(), fontsize=8, va="top")
+    a2.set_yscale("symlog", linthresh=1e-3)
+    a2.set_ylim(0, None)
+    return _finish(fig, out)
+
+
+def plot_armacki_sec5_recovery(res, *, out=None):
+    """Number of clusters along λ (SON) for Sec. V with the exact recovery interval of the
+    planted partition, the theorem intervals, λ̂, and the paper's reported recovery interval
+    converted under both readings of its convention (eq. (3): ×2N; eq. (14): ×2)."""
+    s = res["summary"]
+    n = s["n_users"]
+    fig = plot_n_clusters(res["path"], res["recovery"], partition_size=3,
+                          title=f"Sec. V: clusters along the path ({n} users; λ in the SON "
+                                "convention)")
+    ax = fig.axes[0]
+    lo, hi = (0.0892, 0.0919)
+    xmin, xmax = ax.get_xlim()
+    notes = []
+    for f, name, col in ((2 * n, "eq. (3)", "#d62728"), (2.0, "eq. (14)", "#ff7f0e")):
+        a, b = lo * f, hi * f
+        if xmin <= a and b <= xmax:
+            ax.axvspan(a, b, color=col, alpha=0.6, lw=2.5, ec=col,
+                       label=f"paper's (0.0892, 0.0919) read as {name}: ({a:.3g}, {b:.3g})")
+        else:
+            notes.append(f"read as {name}: ({a:.3g}, {b:.3g}), off the axis")
+    ax.set_xlim(xmin, xmax)
+    if notes:
+        ax.text(0.99, 0.97, "paper's recovery interval (0.0892, 0.0919)\n" + "\n".join(notes),
+                transform=ax.transAxes, ha="right", va="top", fontsize=7.5, color="#d62728")
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 0.06), framealpha=0.9)
+    return _finish(fig, out)
+
+
+def _hinge_line(ax, x, lo, hi, **kw):
+    """The line ⟨w, a⟩ − b = 0 of ``x = [w, b]`` inside the box ``lo``–``hi``."""
+    w, b = x[:2], x[2]
+    if abs(w[1]) >= abs(w[0]) and abs(w[1]) > 0:
+        xs = np.linspace(lo[0], hi[0], 2)
+        ax.plot(xs, (b - w[0] * xs) / w[1], **kw)
+    elif abs(w[0]) > 0:
+        ys = np.linspace(lo[1], hi[1], 2)
+        ax.plot((b - w[1] * ys) / w[0], ys, **kw)
+
+
+def plot_model_panels(panels, points, point_cluster, point_labels, *, oracle_models=None,
+                      ncols=4, title=None, out=None):
+    """Hinge classifiers ``x = [w, b]`` over the 2-D data, one panel per entry of
+    ``panels`` (a list of ``(title, models (M, 3))``; full black lines), with the
+    per-cluster optimal separators dashed (``oracle_models``)."""
+    plt = _plt()
+    pts = np.asarray(points, float)
+    pc = np.asarray(point_cluster)
+    yl = np.asarray(point_labels)
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.25 * nrows),
+                             layout="constrained", squeeze=False)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    pad = 0.05 * (hi - lo)
+    lo, hi = lo - pad, hi + pad
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    for ax, (name, models) in zip(axes.ravel(), panels, strict=False):
+        for k in np.unique(pc):
+            col = _CLUSTER_COLOURS[int(k) % 10]
+            for lab, mk in ((1, "o"), (-1, "x")):
+                sel = (pc == k) & (yl == lab)
+                ax.scatter(pts[sel, 0], pts[sel, 1], s=4, color=col, alpha=0.3, marker=mk,
+                           lw=0.6 if mk == "x" else 0)
+        if oracle_models is not None:
+            for k, x in enumerate(np.asarray(oracle_models)):
+                _hinge_line(ax, x, lo, hi, color=_CLUSTER_COLOURS[k % 10], ls="--", lw=1.1)
+        models = np.asarray(models)
+        lw = 1.6 if len(models) <= 5 else 0.6
+        for x in models:
+            _hinge_line(ax, x, lo, hi, color="k", lw=lw, alpha=1.0 if len(models) <= 5 else 0.6)
+        ax.set_xlim(lo[0], hi[0])
+        ax.set_ylim(lo[1], hi[1])
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(name, fontsize=8.5)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _finish(fig, out)
+
+
+def plot_armacki_appc_panels(res, form="eq3", *, out=None):
+    """Armacki et al. Fig. 6 for (SON): the distinct models at the paper's λ_p converted with
+    ``form`` ("eq3": λ_SON = 2Nλ_p; "eq14": 2λ_p), from
+    :func:`convexfl.experiments.armacki_appc_study`."""
+    from .problems import from_paper_lambda
+
+    path = res["panels"][form]
+    data = res["data"]
+    n = res["summary"]["n_users"]
+    panels = []
+    for lp in res["lam_paper"]:
+        lam = from_paper_lambda(lp, n, form)
+        r = path.index_at(lam)
+        C = path.centroids(r)
+        panels.append((f"λ_p = {lp:g} → λ_SON = {lam:.4g}\n{len(C)} distinct model"
+                       f"{'s' if len(C) != 1 else ''}", C))
+    conv = "eq. (3): λ_SON = 2Nλ_p" if form == "eq3" else "eq. (14): λ_SON = 2λ_p"
+    return plot_model_panels(
+        panels, data["pool_X"], data["pool_cluster"], data["pool_y"],
+        oracle_models=res["oracle_models"],
+        title=f"Sum-of-norms (3), App. C setting ({n} users), paper's λ read as {conv}; "
+              "dashed: per-cluster optimal separators", out=out)
+
+
+def plot_armacki_appc_squared(res, *, out=None):
+    """Fig. 6 for the squared penalty (4) at γ_SON = 2Nγ_p: every user's model (never fused)."""
+    from .clusters import n_clusters
+
+    data = res["data"]
+    n = res["summary"]["n_users"]
+    panels = [(f"γ_p = {gp:g} → γ_SON = {g:.4g}\n{n_clusters(X)} distinct model"
+               f"{'s' if n_clusters(X) != 1 else ''}", X)
+              for gp, g, X in zip(res["lam_paper"], res["squared"]["gammas"],
+                                  res["squared"]["models"], strict=True)]
+    return plot_model_panels(
+        panels, data["pool_X"], data["pool_cluster"], data["pool_y"],
+        oracle_models=res["oracle_models"],
+        title=f"Squared penalty (4), App. C setting ({n} users), γ read as eq. (4) "
+              "(γ_SON = 2Nγ_p); thin lines: the users' models", out=out)
+
+
+def plot_armacki_appc_path(res, *, out=None):
+    """App. C: clusters along the path with the exact recovery interval and the theorem
+    intervals, and the paper's eight λ_p marked under both readings."""
+    n = res["summary"]["n_users"]
+    path = res["path"]
+    fig = plot_n_clusters(path, res["recovery"], partition_size=3,
+                          title=f"App. C: clusters along the path ({n} users, λ in the SON "
+                                "convention); ticks: the paper's λ_p")
+    ax = fig.axes[0]
+    ytop = ax.get_ylim()[1]
+    xmin, xmax = ax.get_xlim()
+    ticks = {name: [lp * f for lp in res["lam_paper"]]
+             for f, name in ((2 * n, "eq. (3)"), (2.0, "eq. (14)"))}
+    shown = [x for xs in ticks.values() for x in xs if x <= 100 * xmax]
+    xmax = max([xmax] + shown) * 1.5
+    lam_hat = float(path.lam_hat)
+    if np.isfinite(lam_hat):  # one cluster for every λ ≥ λ̂ (exact), beyond the grid
+        ax.plot([lam_hat, xmax], [1, 1], color="k", lw=1.6, ls=(0, (4, 2)),
+                label="1 cluster for λ ≥ λ̂ (exact)")
+    off = []
+    for (name, xs), col, y in zip(ticks.items(), ("#d62728", "#ff7f0e"), (0.93, 0.86),
+                                  strict=True):
+        inside = [x for x in xs if x <= xmax]
+        ax.plot(inside, [y * ytop] * len(inside), "|", color=col, ms=10, mew=2,
+                label=f"paper's λ_p read as {name}")
+        off += [f"{x:.3g}" for x in xs if x > xmax]
+    ax.set_xlim(xmin, xmax)
+    if off:
+        ax.text(0.99, 0.78, "off the axis (λ_SON): " + ", ".join(off), transform=ax.transAxes,
+                ha="right", fontsize=7, color="0.3")
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 0.06), framealpha=0.9)
+    return _finish(fig, out)
+
+
+def plot_pdmm_gap(curves, *, n_users=None, out=None):
+    """Armacki et al. Fig. 5: PDMM's optimality gap ``F(x^t) − F*`` against t, one curve per
+    λ (:func:`convexfl.experiments.armacki_pdmm_gap`), with a ``1/t`` guide."""
+    fig, ax = _axes(None, (7.0, 4.2))
+    floor = np.inf
+    for idx, (form, c) in enumerate(curves.items()):
+        gap = np.asarray(c["gap"], float)
+        pos = gap[gap > 0]
+        floor = min(floor, pos.min() if pos.size else 1e-16)
+        it = np.asarray(c["iterations"])
+        name = "eq. (3)" if form == "eq3" else "eq. (14)" if form == "eq14" else form
+        ax.loglog(it, np.maximum(gap, 1e-16), color=_CLUSTER_COLOURS[idx], lw=1.2,
+                  label=f"λ_p = {c['lam_paper']:g} read as {name}: λ_SON = {c['lam']:.3g} "
+                        f"({c['n_clusters']} cluster{'s' if c['n_clusters'] != 1 else ''} "
+                        "at the optimum)")
+        g0 = gap[0]
+        ax.loglog(it, g0 / it, color=_CLUSTER_COLOURS[idx], ls=":", lw=0.8)
+    ax.plot([], [], color="0.4", ls=":", lw=0.8, label="1/t guide")
+    ax.set_ylim(max(floor / 3, 1e-14), None)
+    ax.set_xlabel("PDMM iteration t")
+    ax.set_ylabel("F(x^t) − F*  (SON objective" + (f"; eq. (3)'s is this / {n_users})"
+                                                   if n_users else ")"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7.5)
+    ax.set_title("PDMM (paper Alg. 1): ρ = η = 10, τ = 4/5, ν = 1/5, 40 % of users per "
+                 "iteration, zero start", fontsize=9.5)
+    return _finish(fig, out)
+
+
+def plot_ari_paths(runs, *, out=None):
+    """Convex clustering of scikit-learn data: number of clusters and adjusted Rand index
+    with the true labels along each path (``runs``: name → :func:`convexfl.experiments.
+    convex_clustering` result), λ relative to λ̂."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.6), layout="constrained",
+                             squeeze=False)
+    for ax, r in zip(axes[0], runs.values(), strict=True):
+        p = r["path"]
+        lam = np.asarray(p.lambdas) / p.lam_hat
+        pos = lam > 0
+        ax.semilogx(lam[pos], np.asarray(r["ari"])[pos], "o-", ms=3, color="#1f77b4",
+                    label="adjusted Rand index")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("λ / λ̂ (log scale)")
+        ax.set_ylabel("ARI with the true labels", color="#1f77b4")
+        ax2 = ax.twinx()
+        ax2.step(lam[pos], np.asarray(p.n_clusters)[pos], where="post", color="k", lw=1.2)
+        ax2.set_yscale("log")
+        ax2.set_ylabel("number of clusters (log)")
+        kt = len(np.unique(r["labels"]))
+        ax2.axhline(kt, color="0.5", ls=":", lw=1)
+        ax.set_title(f"{r['description']}\nbest ARI {np.max(r['ari']):.2f}; "
+                     f"{kt} true classes (dotted)", fontsize=8.5)
+        ax.grid(True, alpha=0.3)
+    return _finish(fig, out)
+
+
+def plot_membership_heatmaps(snapshots, client_group, *, label_groups=None, out=None):
+    """PPFL membership vectors during training (Di et al. Fig. 6): one heatmap
+    (clients × canonical models) per recorded round; clients ordered by id, their label
+    group marked on the left."""
+    plt = _plt()
+    rounds = sorted(snapshots)
+    g = np.asarray(client_group)
+    fig, axes = plt.subplots(1, len(rounds), figsize=(1.9 * len(rounds) + 1.2, 5.2),
+                             layout="constrained", squeeze=False)
+    im = None
+    for ax, r in zip(axes[0], rounds, strict=True):
+        P = np.asarray(snapshots[r])
+        im = ax.imshow(P, aspect="auto", cmap="viridis", vmin=0, vmax=1,
+                       interpolation="nearest")
+        ax.set_xticks(range(P.shape[1]))
+        ax.set_xticklabels([f"θ{k + 1}" for k in range(P.shape[1])], fontsize=8)
+        ax.set_title("before training" if r == 0 else f"after round {r}", fontsize=9)
+        for b in np.flatnonzero(np.diff(g)) + 0.5:
+            ax.axhline(b, color="w", lw=1.2)
+        if ax is axes[0][0]:
+            ax.set_ylabel("client (grouped by label group)")
+            ticks = [float(np.mean(np.flatnonzero(g == k))) for k in np.unique(g)]
+            ax.set_yticks(ticks)
+            names = ([f"group {k}: {'/'.join(map(str, label_groups[k]))}" for k in np.unique(g)]
+                     if label_groups is not None else [f"group {k}" for k in np.unique(g)])
+            ax.set_yticklabels(names, fontsize=7, rotation=90, va="center")
+        else:
+            ax.set_yticks([])
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="membership π_ik")
+    fig.suptitle("PPFL membership vectors during training (digits, label-group split)",
+                 fontsize=10)
+    return _finish(fig, out)
+
+
+def plot_glmm_agreement(fits, summary_rows=None, *, out=None):
+    """PPFL vs statsmodels MixedLM: predicted random effects (BLUPs) and fixed effects, one
+    panel per fit (:func:`convexfl.experiments.ppfl_glmm`)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(fits), figsize=(3.6 * len(fits), 3.6), layout="constrained",
+                             squeeze=False)
+    rows = {r["fit"]: r for r in (summary_rows or [])}
+    for ax, (key, f) in zip(axes[0], fits.items(), strict=True):
+        a = np.asarray(f["mixedlm_random"])
+        b = np.asarray(f["ppfl_random"])
+        for j in range(a.shape[1]):
+            ax.plot(a[:, j], b[:, j], "o", ms=4, alpha=0.8,
+                    label="random intercept" if j == 0 else "random slope")
+        lim = [min(a.min(), b.min()), max(a.max(), b.max())]
+        ax.plot(lim, lim, "k-", lw=0.7)
+        r = rows.get(key)
+        if r:
+            ax.text(0.03, 0.97, f"max |Δ BLUP| = {r['max_abs_diff_blups']:.1e}\n"
+                    f"max |Δ fixed| = {r['max_abs_diff_fixed']:.1e}", transform=ax.transAxes,
+                    va="top", fontsize=7.5)
+        ax.set_xlabel("statsmodels MixedLM (REML) BLUP")
+        ax.set_ylabel("PPFL solution b̂_i")
+        ax.set_title(f"{key.split('/')[0]}: random {r['random_effects']}" if r else key,
+                     fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("PPFL's GLMM equivalence (Thm 3) against statsmodels", fontsize=10)
+    return _finish(fig, out)
+
+
+_CKT_METHODS = {"fedavg": "FedAvg", "codistill": "KT w/o clustering",
+                "codistill_clustered": "KT with clustering",
+                "closed_form_uniform": "(14) one-shot, uniform α",
+                "closed_form_clustered": "(14) one-shot, clustered α", "local": "local"}
+
+
+def plot_ckt_toy(example, *, out=None):
+    """PerFed-CKT Fig. 1 from a :class:`convexfl.ckt.ToyExample`: (a) true models and the
+    FedAvg model, (b) KT without clustering, (c) KT with clustering, in the model plane
+    (★ true model, ○ the client's model, arrow from one to the other), and (d) every
+    method's distance to the true models (log scale)."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.6), layout="constrained")
+    axes = axes.ravel()
+    w = example.setting.w
+    panels = [("(a) true models and FedAvg", "fedavg"), ("(b) KT w/o clustering", "codistill"),
+              ("(c) KT with clustering", "codistill_clustered")]
+    allpts = np.vstack([w] + [example.models[m] for _, m in panels])
+    lo, hi = allpts.min(axis=0), allpts.max(axis=0)
+    for ax, (name, m) in zip(axes[:3], panels, strict=True):
+        est = example.models[m]
+        for k in range(3):
+            col = _CLUSTER_COLOURS[k]
+            ax.plot(*w[k], "*", color=col, ms=14, mec="k", mew=0.5, label=f"client {k}: true")
+            ax.plot(*est[k], "o", color=col, ms=8, mfc="none", mew=1.8,
+                    label=f"client {k}: {_CKT_METHODS[m]}")
+            if np.linalg.norm(est[k] - w[k]) > 0.02 * (hi - lo).max():
+                ax.annotate("", xy=est[k], xytext=w[k],
+                            arrowprops={"arrowstyle": "->", "color": col, "lw": 0.9})
+        ax.margins(0.08)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_title(name, fontsize=9.5)
+        ax.set_xlabel("w[0]")
+        ax.set_ylabel("w[1]")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6.5, loc="lower right", ncol=1)
+    ax = axes[3]
+    methods = [m for m in _CKT_METHODS if m in example.distances]
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        d = np.maximum(np.asarray(example.distances[m]), 1e-6)
+        ax.bar(np.arange(3) + (j - (len(methods) - 1) / 2) * width, d, width,
+               label=_CKT_METHODS[m], color=_CLUSTER_COLOURS[(j + 3) % 10])
+    ax.set_yscale("log")
+    ax.set_xticks(range(3))
+    ax.set_xticklabels([f"client {k}" for k in range(3)])
+    ax.set_ylabel("‖w_k(method) − w_k‖ (log scale)")
+    ax.set_title("(d) distance of each client's model to its true model", fontsize=9.5)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.set_ylim(None, ax.get_ylim()[1] * 30)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("PerFed-CKT toy example (Fig. 1): d = 2, ζ_k std (2, 5, 200), λ = 50",
+                 fontsize=10)
+    return _finish(fig, out)
+
+
+def plot_theorem_4_2(summary, *, out=None):
+    """PerFed-CKT Theorem 4.2: relative excess of the conditional test risk over its
+    numerical minimum for the printed closed form (both readings of α_kk) and the corrected
+    one, and the sum of the printed weights α (:func:`convexfl.experiments.ckt_theorem_4_2`)."""
+    plt = _plt()
+    rows = summary["instances"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 3.8), layout="constrained")
+    x = np.arange(len(rows))
+    for key, name, mk in (("printed_included", "printed, α_kk included", "o"),
+                          ("printed_excluded", "printed, α_kk excluded", "s"),
+                          ("corrected_included", "corrected B_k, α_kk included", "^")):
+        y = [max(r[key]["rel_gap_to_numerical"] or 0.0, 1e-17) for r in rows]
+        a1.semilogy(x, y, mk, label=name)
+    a1.set_xlabel("random isotropic instance")
+    a1.set_ylabel("relative excess risk over the minimum")
+    a1.set_title("Risk of the closed form vs the exact minimiser", fontsize=9.5)
+    a1.legend(fontsize=7.5)
+    a1.grid(True, which="both", alpha=0.25)
+    a2.plot(x, [r["printed_included"]["alpha_sum"] for r in rows], "o", label="printed")
+    a2.plot(x, [r["corrected_included"]["alpha_sum"] for r in rows], "^", label="corrected")
+    a2.axhline(1.0, color="0.4", ls=":", lw=1)
+    a2.set_xlabel("random isotropic instance")
+    a2.set_ylabel("Σ_i α_ki* (objective (1) needs 1)")
+    a2.set_title("Sum of the closed-form weights", fontsize=9.5)
+    a2.legend(fontsize=7.5)
+    a2.grid(True, alpha=0.3)
+    fig.suptitle("PerFed-CKT Theorem 4.2 (λ_k* = σ²/(υ_k²ν), α_ki* = B_k/(σ² + βυ_i²))",
+                 fontsize=10)
+    return _finish(fig, out)
+
+
+def plot_accuracy_vs_k(res, *, out=None):
+    """CGPFL Fig. 3: mean test accuracy against K (K = 1 is pFedMe), CGPFL-Heur's choice
+    (red star), and the two terms of e(K) of (12) (:func:`convexfl.experiments.
+    cgpfl_accuracy_vs_k`)."""
+    plt = _plt()
+    s = res["summary"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 3.8), layout="constrained")
+    ks, acc = np.asarray(res["ks"]), np.asarray(res["accuracy"])
+    a1.plot(ks, acc, "o-", color="k", label="CGPFL, fixed K")
+    if 1 in ks:
+        a1.axhline(acc[list(ks).index(1)], color="#1f77b4", ls="--", lw=1,
+                   label="pFedMe (K = 1)")
+    a1.plot(res["heur_k"], res["heur_accuracy"], "*", color="#d62728", ms=16,
+            label=f"CGPFL-Heur: K = {res['heur_k']}")
+    a1.axvline(s["true_k"], color="0.6", ls=":", lw=1, label=f"planted groups ({s['true_k']})")
+    a1.set_xlabel("K (number of generalised models)")
+    a1.set_ylabel("mean test accuracy")
+    a1.set_title(f"Accuracy vs K ({s['data']}, {s['rounds']} rounds)", fontsize=9)
+    a1.legend(fontsize=7.5)
+    a1.grid(True, alpha=0.3)
+    h = res["heuristic"]
+    hk = np.asarray(h["ks"])
+    a2.plot(hk, h["complexity"], "s--", ms=4, label="√(dK log(em/d)/m)")
+    a2.plot(hk, s["mu"] * np.asarray(h["cost"]), "d--", ms=4, label=f"μ·cost (μ = {s['mu']:g})")
+    a2.plot(hk, h["e"], "o-", color="k", label="e(K)")
+    a2.plot(res["heur_k"], np.asarray(h["e"])[list(hk).index(res["heur_k"])], "*",
+            color="#d62728", ms=16)
+    a2.set_xlabel("K")
+    a2.set_title("CGPFL-Heur's criterion (12) after the first round", fontsize=9)
+    from matplotlib.ticker import MaxNLocator
+    for ax in (a1, a2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    a2.legend(fontsize=7.5)
+    a2.grid(True, alpha=0.3)
+    return _finish(fig, out)
+
+
+def plot_method_accuracies(rows, *, description="", out=None):
+    """The torch comparison table as bars: mean test accuracy ± std over clients, with the
+    initial accuracy marked and the numbers sent written on each bar."""
+    fig, ax = _axes(None, (7.5, 0.45 * len(rows) + 1.4))
+    y = np.arange(len(rows))[::-1]
+    acc = [r["mean_test_accuracy"] for r in rows]
+    ax.barh(y, acc, xerr=[r["std_test_accuracy"] for r in rows], color="#9ecae1",
+            ecolor="0.3", capsize=3)
+    ax.plot([r["initial_test_accuracy"] for r in rows], y, "|", color="#d62728", ms=14, mew=2)
+    x_text = max(r["initial_test_accuracy"] for r in rows) + 0.03
+    for yi, r in zip(y, rows, strict=True):
+        ax.text(x_text, yi, f"{r['mean_test_accuracy']:.3f}   ({r['numbers_sent']:.3g} "
+                f"numbers sent, {r['seconds']:.1f} s)", va="center", fontsize=7.5,
+                bbox={"fc": "white", "ec": "none", "alpha": 0.6, "pad": 1})
+    ax.set_yticks(y)
+    ax.set_yticklabels([r["method"] for r in rows], fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("mean test accuracy over clients (± std); red tick: before training")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title(description or "torch back-ends on the digits split", fontsize=9, loc="left")
+    return _finish(fig, out)
+
+
+def _convex_clustering_figures(res, out_dir):
+    files = [("convex_clustering_ari.png", lambda o: plot_ari_paths(res["runs"], out=o))]
+    for name, r in res["runs"].items():
+        # colour by class index 0..K−1 (digit labels 0/1/4/7 would give look-alike colours)
+        r = dict(r, labels=np.unique(r["labels"], return_inverse=True)[1])
+        files.append((f"convex_clustering_{name}_clusterpath.png",
+                      lambda o, r=r: plot_clusterpath(
+                          r["path"], truth=r["labels"],
+                          title=f"Clusterpath: {r['description']}\n(kNN Gaussian weights; "
+                                "coloured by true label; coordinates 0 and 1)", out=o)))
+        files.append((f"convex_clustering_{name}_dendrogram.png",
+                      lambda o, r=r: plot_dendrogram(
+                          r["path"], truth=r["labels"],
+                          title=f"Dendrogram: {r['description']}", out=o)))
+    return files
+
+
+#: experiment name → function ``(result, out_dir) -> [(file name, draw(out_path))]``
+_STUDY_FIGURES = {
+    "armacki_sec5": lambda r, d: [
+        ("armacki_sec5_accuracy_distance.png", lambda o: plot_armacki_sec5(r, out=o)),
+        ("armacki_sec5_recovery.png", lambda o: plot_armacki_sec5_recovery(r, out=o))],
+    "armacki_appc": lambda r, d: [
+        ("armacki_appc_son_eq3.png", lambda o: plot_armacki_appc_panels(r, "eq3", out=o)),
+        ("armacki_appc_son_eq14.png", lambda o: plot_armacki_appc_panels(r, "eq14", out=o)),
+        ("armacki_appc_squared_penalty.png", lambda o: plot_armacki_appc_squared(r, out=o)),
+        ("armacki_appc_path.png", lambda o: plot_armacki_appc_path(r, out=o))],
+    "armacki_pdmm": lambda r, d: [
+        ("armacki_pdmm_gap.png", lambda o: plot_pdmm_gap(
+            r["curves"], n_users=r["summary"]["n_users"], out=o))],
+    "convex_clustering": _convex_clustering_figures,
+    "ppfl_memberships": lambda r, d: [
+        ("ppfl_memberships.png", lambda o: plot_membership_heatmaps(
+            r["snapshots"], r["client_group"], label_groups=r["label_groups"], out=o))],
+    "ppfl_glmm": lambda r, d: [
+        ("ppfl_glmm.png", lambda o: plot_glmm_agreement(r["fits"], r["summary"]["fits"],
+                                                        out=o))],
+    "ckt_toy": lambda r, d: [
+        ("ckt_toy.png", lambda o: plot_ckt_toy(r["examples"][0], out=o))],
+    "ckt_theorem_4_2": lambda r, d: [
+        ("ckt_theorem_4_2.png", lambda o: plot_theorem_4_2(r["summary"], out=o))],
+    "cgpfl_k": lambda r, d: [
+        ("cgpfl_accuracy_vs_k.png", lambda o: plot_accuracy_vs_k(r, out=o))],
+    "torch_digits": lambda r, d: [
+        ("torch_digits.png", lambda o: plot_method_accuracies(
+            r["rows"], description=r["summary"]["description"], out=o))],
+}
+
+
+def study_figures(name, result, out_dir) -> list:
+    """Draw every figure of experiment ``name`` (a key of
+    :func:`convexfl.experiments.sizes`) from its ``result`` into ``out_dir`` and return the
+    PNG paths. The notebooks and the report sections both call this, so a figure is drawn by
+    one piece of code."""
+    from pathlib import Path
+
+    plt = _plt()
+    if name not in _STUDY_FIGURES:
+        raise ValueError(f"name: expected one of {sorted(_STUDY_FIGURES)}, got {name!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fname, draw in _STUDY_FIGURES[name](result, out_dir):
+        fig = draw(out_dir / fname)
+        plt.close(fig)
+        paths.append(out_dir / fname)
+    return paths
+
+
+__all__ += ["study_figures"]

@@ -1,0 +1,106 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Armacki et al., Sec. V — personalisation, generalisation and clustering vs λ
+#
+# Three clusters of users; in each cluster the two classes are uniform on two overlapping
+# ellipses in R² (not linearly separable), 200 training points per cluster, 20 users per
+# cluster each sampling 10 of them, squared hinge loss with c = 1e-3
+# (`convexfl.datasets.armacki_ellipses`; the paper does not print its ellipses' parameters,
+# ours are documented there). We compare the sum-of-norms model (SON), the squared penalty
+# (4), the global (1), local (2) and oracle models: average test accuracy (Fig. 2) and
+# average within-cluster model distance (Fig. 3) against λ, then the exact λ-interval of
+# 3-cluster recovery against the theorems' intervals.
+#
+# **Conventions.** Every λ of convexfl is in the SON form Σ f_i + λ Σ_{i<j} ‖x_i − x_j‖. The
+# paper's eq. (3), (1/N) Σ f_i + λ_p Σ_{i≠j} ‖x_i − x_j‖, is the same problem with
+# λ_SON = 2Nλ_p (N = 60 here); eq. (14) (no 1/N) has λ_SON = 2λ_14. The figures use the
+# paper's eq. (3)/(4) units; the tables give both.
+
+# %%
+import json
+import os
+from pathlib import Path
+
+from convexfl import experiments as E
+from convexfl import plotting as P
+
+# SMALL: tiny sizes for CI (CONVEXFL_SMALL=1); CONVEXFL_OUT: where the PNGs and JSON go
+SMALL = os.environ.get("CONVEXFL_SMALL") == "1"
+_here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+if _here.name != "notebooks" and (_here / "notebooks").is_dir():
+    _here = _here / "notebooks"
+OUT = Path(os.environ.get("CONVEXFL_OUT") or _here / "out")
+OUT.mkdir(parents=True, exist_ok=True)
+
+
+def show(paths):
+    """Display the PNGs inline under Jupyter; print their paths when run as a script."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+        inline = get_ipython() is not None
+    except ImportError:
+        inline = False
+    for p in paths:
+        if inline:
+            display(Image(filename=str(p)))
+        else:
+            print("wrote", p)
+
+
+def save(name, summaries):
+    """Write the notebook's numbers (JSON, no NaN) next to its figures."""
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps({"small": SMALL, **summaries}, indent=2, allow_nan=False))
+    print("wrote", path)
+
+
+print(f"SMALL = {SMALL}; output folder: {OUT}")
+
+# %% [markdown]
+# ## Accuracy and model distance vs λ (Figs. 2 and 3), recovery interval
+#
+# `armacki_sec5_study` runs `armacki_sec5` on a λ grid tied to the exact fusion threshold
+# λ̂ (above which every model is the global one), a warm-started path for the cluster
+# counts, and `recovery_interval` for the planted partition (exact, by the partition
+# certificate) with Theorems 1+2, 3 and the conservative bounds (23)/(24).
+
+# %%
+sec5 = E.armacki_sec5_study(**E.sizes("armacki_sec5", SMALL))
+s = sec5["summary"]
+print(f"{s['n_users']} users, SON solver: {s['method']}; λ̂ = {s['lam_hat']:.4g} (SON) = "
+      f"{s['lam_hat'] / s['lam_paper_factor']:.3g} (eq. (3))")
+print(f"peak accuracy: SON {s['peak_accuracy_son']:.3f}, squared penalty "
+      f"{s['peak_accuracy_squared']:.3f}; global {s['global_accuracy']:.3f}, "
+      f"local {s['local_accuracy']:.3f}, oracle {s['oracle_accuracy']:.3f}")
+print("exact 3-cluster recovery interval:", s["recovery_interval"])
+
+# %%
+show(P.study_figures("armacki_sec5", sec5, OUT))
+
+# %% [markdown]
+# ## The paper's numbers next to ours
+#
+# Peak accuracies are read off the grid. On our ellipses the planted 3-cluster structure is
+# **never** the SON solution (the recovery interval is empty: before the clusters' models
+# fuse inside, the clusters fuse with each other, and the few-cluster solutions are one big
+# group plus outlying users), and the paper's interval (0.0892, 0.0919) lies beyond our λ̂
+# under either reading of its convention. The App. C setting (85 % of the points per user,
+# notebook `armacki_appc.py`) does have an exact recovery interval.
+
+# %%
+print(E.format_rows(s["paper_vs_ours"]))
+save("armacki_sec5", {"armacki_sec5": s})
