@@ -19,8 +19,16 @@ from __future__ import annotations
 import importlib
 
 from .path import son_path
-from .problems import (Reduced, SquaredPenalty, SumOfNorms, from_paper_lambda, global_model,
-                       local_models, oracle, to_paper_lambda)
+from .problems import (
+    Reduced,
+    SquaredPenalty,
+    SumOfNorms,
+    from_paper_lambda,
+    global_model,
+    local_models,
+    oracle,
+    to_paper_lambda,
+)
 from .solvers import Solution, SolverError, solve
 
 __version__ = "0.1.0"

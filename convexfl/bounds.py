@@ -1545,8 +1545,8 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
                 "balance_residual": rec["balance_residual"], "sizes": probe.sizes,
                 "reasons": reasons},
         note=("recovered" if rec["recovered"] else "not recovered: " + "; ".join(reasons))
-        + _red_note(rec), lam=lam, rho=rec["rho"], distinct=rec["distinct"], recovered=rec["recovered"],
-        W=rec["W"])
+        + _red_note(rec), lam=lam, rho=rec["rho"], distinct=rec["distinct"],
+        recovered=rec["recovered"], W=rec["W"])
 
 
 def _default_grid(prob, n_grid, lam_hat=None):

@@ -135,7 +135,8 @@ def _finite_array(x, name: str, *, ndim: int | None = None, shape=None) -> np.nd
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
     if shape is not None and (
-        len(shape) != a.ndim or any(s is not None and s != t for s, t in zip(shape, a.shape))
+        len(shape) != a.ndim
+        or any(s is not None and s != t for s, t in zip(shape, a.shape, strict=False))
     ):
             want = tuple("*" if s is None else s for s in shape)
             raise ValueError(f"{name} must have shape {want}, got {a.shape}")

@@ -91,7 +91,7 @@ def assert_same_value(a, b):
             assert_same_value(a[key], b[key])
     elif isinstance(a, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert_same_value(x, y)
     elif isinstance(a, np.ndarray):
         assert isinstance(b, np.ndarray) and a.dtype == b.dtype
@@ -309,7 +309,7 @@ def test_dropout_excluded_and_logged():
         make_algorithm(), [None] * 20, rounds=10, dropout=0.3, random_state=1, progress=False
     )
     n_dropped = 0
-    for record, seen in zip(result.history, result.server_state["seen"]):
+    for record, seen in zip(result.history, result.server_state["seen"], strict=True):
         assert seen == record.received
         assert set(record.received).isdisjoint(record.dropped)
         assert set(record.received) | set(record.dropped) == set(record.participants)

@@ -488,7 +488,7 @@ def _resume(algorithm, client_data, plan, content, path):
     server = Server(algorithm, content["server_state"])
     clients = [
         Client(algorithm, i, d, s)
-        for i, (d, s) in enumerate(zip(client_data, content["client_states"]))
+        for i, (d, s) in enumerate(zip(client_data, content["client_states"], strict=True))
     ]
     return server, clients, content["history"], int(content["next_round"])
 

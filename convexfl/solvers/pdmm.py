@@ -51,7 +51,6 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import as_int, as_scalar
-from .base import SolverError
 from ._common import (
     Certifier,
     check_bool,
@@ -61,6 +60,7 @@ from ._common import (
     trivial_solution,
     warm_start_arrays,
 )
+from .base import SolverError
 
 __all__ = ["solve_pdmm", "PAPER_DEFAULTS"]
 
