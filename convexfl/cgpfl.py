@@ -330,7 +330,9 @@ def cgpfl(n_features, n_classes, *, n_clusters=4, lam=15.0, lr=0.005, personal_l
 
     def client_init(client_data, rng):
         X, _ = spec.arrays(client_data)
-        return {"theta": spec.init.copy(), "n_samples": X.shape[0], "loss": float("nan")}
+        # "loss" is read only for clients that have replied (then it is set); a finite
+        # placeholder keeps the state a valid message (Flower carries client states)
+        return {"theta": spec.init.copy(), "n_samples": X.shape[0], "loss": 0.0}
 
     def server_payload(state, client_id, t):
         k = state["assign"].get(client_id)

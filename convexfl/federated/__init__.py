@@ -40,6 +40,7 @@ from .runtime import (
     root_entropy,
     run_federated,
 )
+from .son import son_admm, son_client_data, user_loss
 
 __all__ = [
     "Algorithm",
@@ -55,6 +56,9 @@ __all__ = [
     "message_size",
     "root_entropy",
     "run_federated",
+    "son_admm",
+    "son_client_data",
     "split_message",
+    "user_loss",
     "validate_message",
 ]
