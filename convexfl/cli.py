@@ -262,21 +262,11 @@ def _configure_common(p):
 
 
 def _write_json(path, obj):
-    """Write JSON atomically (temporary file, then ``os.replace``)."""
-    import os
-    import tempfile
-
+    """Write JSON atomically (:func:`convexfl._io.atomic_write_text`)."""
+    from ._io import atomic_write_text
     from .bounds import _jsonable
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".convexfl-", suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_jsonable(obj), fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=1))
 
 
 def _check_output_file(path, name: str = "json") -> None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from ._io import atomic_write_text
 
 SECTIONS: dict = {}
 
@@ -38,20 +38,7 @@ def _atomic_json(path: Path, data) -> None:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    """Write through a temporary file and ``os.replace``: never a torn file, and the
-    temporary file does not outlive a failure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, text)
 
 
 def _finished(path: Path, quick: bool):

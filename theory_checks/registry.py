@@ -141,25 +141,10 @@ def save_json_atomic(path: Path, data) -> None:
 
 
 def save_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` through a temporary file and ``os.replace``: ``path`` holds either its
-    old content or the new one, never a torn file; the temporary file never outlives a
-    failure."""
-    import os
-    import tempfile
+    """Write ``text`` atomically (:func:`convexfl._io.atomic_write_text`)."""
+    from convexfl._io import atomic_write_text
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, text)
 
 
 def load_json(path: Path):
