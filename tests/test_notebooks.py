@@ -109,13 +109,15 @@ def _check_json(data, keys, where):
 
 
 def test_every_notebook_is_listed_and_a_percent_script():
-    found = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
+    found = sorted(p.stem for p in NOTEBOOKS.glob("*.py") if not p.stem.startswith("_"))
     assert found == sorted(EXPECTED)
     for name in found:
         text = (NOTEBOOKS / f"{name}.py").read_text()
         assert "format_name: percent" in text and "# %%" in text
-        assert 'os.environ.get("CONVEXFL_SMALL") == "1"' in text
-        assert "CONVEXFL_OUT" in text
+        assert "from _common import OUT, SMALL, save, show" in text
+    common = (NOTEBOOKS / "_common.py").read_text()
+    assert 'os.environ.get("CONVEXFL_SMALL") == "1"' in common
+    assert "CONVEXFL_OUT" in common
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
