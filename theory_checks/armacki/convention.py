@@ -12,6 +12,10 @@ from .._common import planted_quadratic, rng_for, son
 from ..registry import Control, outcome, register, verdict
 
 ID = "armacki.convention"
+# The printed eq. (3) is solved directly by cvxpy without the reference's polish, so its X
+# is accurate only to about the square root of the interior-point tolerance (1e-9 → ~1e-5
+# relative); agreement is judged at 1e-4. The control's distances are O(1).
+AGREE = 1e-4
 
 
 def printed_eq3_solution(loss, lam_p: float) -> np.ndarray:
@@ -51,7 +55,7 @@ def run(quick: bool, seed: int, out):
         lam_mid = 0.5 * (b.lo + b.hi)
         r = check(loss, lam_mid / (2 * len(A)))
         dists.append(r["distance"] / r["scale"])
-        same.append(dists[-1] < 1e-6)
+        same.append(dists[-1] < AGREE)
         # read the (SON) interval as if it were printed in eq. (3)'s convention
         res = cfl.solve(cfl.SumOfNorms(loss, cfl.graphs.complete(len(A)), lam_mid,
                                        convention="eq3"))
@@ -61,7 +65,7 @@ def run(quick: bool, seed: int, out):
     for t in range(2):
         A, _ = planted_quadratic(rng_for(seed, 11, t))
         r = check(cfl.losses.Quadratic(A), 0.01, factor=1.0)
-        ctrl.append(r["distance"] / r["scale"] < 1e-6)
+        ctrl.append(r["distance"] / r["scale"] < AGREE)
     control = Control("(SON) with λ = λ_p (no factor 2N) against the printed eq. (3): the "
                       "minimisers must differ", verdict(ctrl),
                       {"instances": 2, "agreeing": int(sum(ctrl))})
