@@ -23,6 +23,7 @@ Needs the ``plot`` extra: ``pip install 'convexfl[plot]'``.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -47,7 +48,13 @@ def _plt():
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("convexfl.plotting needs matplotlib, which is not installed: "
                           "pip install 'convexfl[plot]'") from exc
-    matplotlib.use("Agg")
+    import sys
+
+    # headless by default (scripts, CI, the report); keep Jupyter's inline backend and any
+    # backend the user chose (MPLBACKEND or pyplot already imported)
+    if ("ipykernel" not in sys.modules and "matplotlib.pyplot" not in sys.modules
+            and not os.environ.get("MPLBACKEND")):
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
 
