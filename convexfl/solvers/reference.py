@@ -199,65 +199,20 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
         graph=prob.graph)
 
 
-def polish(prob: SumOfNorms, X, *, fuse_tol: float, max_iter: int = 50):
+def polish(prob: SumOfNorms, X, *, fuse_tol: float):
     """Refine an interior-point ``X`` by Newton's method on the reduced problem of its clusters.
 
     Interior-point primal iterates are accurate only to about the square root of the solver's
     tolerance (the objective is flat to second order), so their KKT residual stalls near
     1e-5. Given the clusters of ``X`` (pairs within ``fuse_tol``), the reduced problem (RED) is
-    smooth while its centroids stay distinct; a few Newton steps solve it to machine
-    precision. Returns the expanded centroids, or ``None`` if Newton fails (then the caller
-    keeps ``X``).
+    smooth while its centroids stay distinct; a few Newton steps (the fast solvers'
+    :func:`convexfl.solvers._common.polish`) solve it to machine precision. Returns the
+    expanded centroids, or ``None`` if Newton fails (then the caller keeps ``X``).
     """
-    from .. import _kernels as K
     from ..clusters import labels as cluster_labels
+    from ._common import cluster_means
+    from ._common import polish as newton_on_reduced
 
     lab = cluster_labels(X, tol=fuse_tol)
-    red = Reduced(prob.loss, prob.graph, lab, prob.lam)
-    inner = red.inner
-    k, d = inner.n_users, inner.dim
-    W = np.zeros((k, d))
-    np.add.at(W, lab, X)
-    W /= np.bincount(lab, minlength=k)[:, None]
-    edges, wts = inner.graph.edges, inner.lam * inner.graph.weights
-    arrays = inner.loss.arrays
-    g, H = np.empty(d), np.empty((d, d))
-
-    def grad_hess(W):
-        grad, hess = np.zeros((k, d)), np.zeros((k * d, k * d))
-        for c in range(k):
-            K.user_value_grad_hess(*arrays, c, W[c], g, H)
-            grad[c] = g
-            hess[c * d:(c + 1) * d, c * d:(c + 1) * d] += H
-        diff = W[edges[:, 0]] - W[edges[:, 1]]
-        r = np.linalg.norm(diff, axis=1)
-        if np.any(r <= fuse_tol):
-            return None, None
-        unit = diff / r[:, None]
-        np.add.at(grad, edges[:, 0], wts[:, None] * unit)
-        np.subtract.at(grad, edges[:, 1], wts[:, None] * unit)
-        blocks = (wts / r)[:, None, None] * (np.eye(d) - unit[:, :, None] * unit[:, None, :])
-        h4 = hess.reshape(k, d, k, d).transpose(0, 2, 1, 3)  # a view: (k, k, d, d)
-        a, b = edges[:, 0], edges[:, 1]
-        np.add.at(h4, (a, a), blocks)
-        np.add.at(h4, (b, b), blocks)
-        np.add.at(h4, (a, b), -blocks)
-        np.add.at(h4, (b, a), -blocks)
-        return grad, hess
-
-    for _ in range(max_iter):
-        grad, hess = grad_hess(W)
-        if grad is None:
-            return None
-        if np.linalg.norm(grad) <= 1e-13 * (1 + np.abs(W).max()):
-            break
-        try:
-            step = -np.linalg.solve(hess + 1e-14 * np.eye(k * d), grad.ravel()).reshape(k, d)
-        except np.linalg.LinAlgError:
-            return None
-        f0, t = inner.objective(W), 1.0
-        slope = float(np.sum(grad * step))
-        while t > 1e-10 and inner.objective(W + t * step) > f0 + 1e-4 * t * slope + 1e-15 * abs(f0):
-            t *= 0.5
-        W = W + t * step
-    return red.expand(W)
+    lab, W, ok = newton_on_reduced(prob, lab, cluster_means(X, lab))
+    return W[lab] if ok else None
