@@ -113,6 +113,14 @@ def batch(rng, X, y, batch_size):
     return X[rows], y[rows]
 
 
+def local_sgd(spec, w, X, y, eta, steps, batch_size, rng):
+    """``steps`` mini-batch gradient steps ``w ← w − η ∇F(w; batch)`` from ``w``."""
+    for _ in range(steps):
+        Xb, yb = batch(rng, X, y, batch_size)
+        w = w - eta * spec.grad(w, Xb, yb)
+    return w
+
+
 def stack_replies(replies, key):
     """Client ids (ascending) and the stacked reply arrays ``replies[i][key]``."""
     ids = sorted(replies)
@@ -154,10 +162,7 @@ def local_training(n_features, n_classes, *, lr=None, local_steps=10, l2=1e-3,
     def client_update(client_data, state, payload, rng):
         X, y = spec.arrays(client_data)
         eta = spec.step(lr, X)
-        theta = state["theta"]
-        for _ in range(steps):
-            Xb, yb = batch(rng, X, y, bs)
-            theta = theta - eta * spec.grad(theta, Xb, yb)
+        theta = local_sgd(spec, state["theta"], X, y, eta, steps, bs, rng)
         return {"theta": theta, "n_samples": X.shape[0]}, {}
 
     return Algorithm(
@@ -211,10 +216,7 @@ def fedavg(n_features, n_classes, *, lr=None, local_steps=1, l2=1e-3, batch_size
     def client_update(client_data, state, payload, rng):
         X, y = spec.arrays(client_data)
         eta = spec.step(lr, X)
-        w = payload["w"]
-        for _ in range(steps):
-            Xb, yb = batch(rng, X, y, bs)
-            w = w - eta * spec.grad(w, Xb, yb)
+        w = local_sgd(spec, payload["w"], X, y, eta, steps, bs, rng)
         return state, {"w": w, "n_samples": X.shape[0]}
 
     def server_update(state, replies, t, rng):
@@ -362,10 +364,7 @@ def ditto(n_features, n_classes, *, lam=0.5, lr=None, local_steps=5, personal_lr
         X, y = spec.arrays(client_data)
         w_t = payload["w"]
         eta, eta_p = spec.step(lr, X), spec.step(personal_lr, X, lam)
-        w = w_t
-        for _ in range(E):
-            Xb, yb = batch(rng, X, y, bs)
-            w = w - eta * spec.grad(w, Xb, yb)
+        w = local_sgd(spec, w_t, X, y, eta, E, bs, rng)
         v = state["theta"]
         for _ in range(P):
             Xb, yb = batch(rng, X, y, bs)
