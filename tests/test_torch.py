@@ -327,10 +327,10 @@ def test_block_soft_threshold_is_the_prox_and_gives_exact_zeros():
             assert np.linalg.norm(v) <= t
     a, b = rng.normal(size=(1, 3)), rng.normal(size=(1, 3))
     zero = np.zeros((1, 3))
-    Zi, Zj, _, _ = network_lasso_edge_update(zero, zero, zero, zero, a, b, np.array([10.0]),
+    Zi, Zj, _, _ = network_lasso_edge_update(zero, zero, a, b, np.array([10.0]),
                                              1.0)
     assert np.array_equal(Zi, Zj)
-    Zi, Zj, Ui, Uj = network_lasso_edge_update(zero, zero, zero, zero, a, b, np.array([0.0]),
+    Zi, Zj, Ui, Uj = network_lasso_edge_update(zero, zero, a, b, np.array([0.0]),
                                                1.0)
     np.testing.assert_allclose(Zi, a, atol=1e-15)
     np.testing.assert_allclose(Ui, 0.0, atol=1e-15)

@@ -39,6 +39,45 @@ from .runtime import Algorithm
 __all__ = ["son_admm", "son_client_data", "user_loss"]
 
 
+def block_soft_threshold(V, threshold) -> np.ndarray:
+    r"""Row-wise block soft-thresholding :math:`v\,\max(0, 1 - t/\|v\|)`.
+
+    The prox of :math:`t\|\cdot\|`; a row with :math:`\|v\| \le t` becomes exactly zero.
+
+    Parameters
+    ----------
+    V : array (E, d)
+    threshold : float or array (E,)
+    """
+    V = np.asarray(V, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(threshold, dtype=np.float64), V.shape[:1])
+    norms = np.linalg.norm(V, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(norms > t, 1.0 - t / np.where(norms > 0, norms, 1.0), 0.0)
+    return V * scale[:, None]
+
+
+def network_lasso_edge_update(Ui, Uj, Hi, Hj, lam_w, rho):
+    r"""Edge step of network-lasso ADMM (Hallac et al. 2015) for :math:`\lambda w\|z_{ij}-z_{ji}\|`.
+
+    With :math:`a = h_i + u_{ij}` and :math:`b = h_j + u_{ji}`:
+    :math:`(z_{ij}, z_{ji}) = \arg\min \lambda w\|z_{ij}-z_{ji}\| + (\rho/2)(\|z_{ij}-a\|^2
+    + \|z_{ji}-b\|^2)`, i.e. the mean :math:`m=(a+b)/2` plus/minus half of the block
+    soft-thresholded difference :math:`S_{2\lambda w/\rho}(a-b)`; then the scaled duals
+    :math:`u_{ij} \mathrel{+}= h_i - z_{ij}`, :math:`u_{ji} \mathrel{+}= h_j - z_{ji}`.
+    A thresholded difference is exactly zero, so ``z_ij == z_ji`` bitwise on fused edges.
+
+    Returns
+    -------
+    Zi, Zj, Ui, Uj : arrays (E, d)
+    """
+    A, B = Hi + Ui, Hj + Uj
+    M = 0.5 * (A + B)
+    D = block_soft_threshold(A - B, 2.0 * np.asarray(lam_w) / rho)
+    Zi, Zj = M + 0.5 * D, M - 0.5 * D
+    return Zi, Zj, Ui + Hi - Zi, Uj + Hj - Zj
+
+
 def user_loss(loss, i):
     """The one-user loss of user ``i`` of ``loss`` (a :class:`convexfl.losses.Loss` holding
     only that user's rows, of the same type)."""
@@ -149,18 +188,11 @@ def son_admm(prob, rho=1.0, *, certify_every=1, prox_tol=1e-12, prox_max_iter=50
             i, j = edges[:, 0], edges[:, 1]
             active = (replied[i] | replied[j]) & seen[i] & seen[j]
             if np.any(active):
-                ia, ja = i[active], j[active]
-                Ui, Uj = state["Ui"][active], state["Uj"][active]
-                A, B = X[ia] + Ui, X[ja] + Uj
-                M, D = 0.5 * (A + B), A - B
-                norms = np.linalg.norm(D, axis=1)
-                t = 2.0 * lam_w[active] / rho
-                scale = np.where(norms > t, 1.0 - t / np.where(norms > 0, norms, 1.0), 0.0)
-                D = D * scale[:, None]
-                Zi, Zj = M + 0.5 * D, M - 0.5 * D
+                Zi, Zj, Ui, Uj = network_lasso_edge_update(
+                    state["Ui"][active], state["Uj"][active], X[i[active]], X[j[active]],
+                    lam_w[active], rho)
                 state["Zi"][active], state["Zj"][active] = Zi, Zj
-                state["Ui"][active] = Ui + X[ia] - Zi
-                state["Uj"][active] = Uj + X[ja] - Zj
+                state["Ui"][active], state["Uj"][active] = Ui, Uj
         return state
 
     def metrics(state, client_states):

@@ -252,8 +252,7 @@ class SONHeads(TorchFederatedTrainer):
             if len(edges):
                 H = state["H"]
                 Zi, Zj, Ui, Uj = network_lasso_edge_update(
-                    state["Zi"], state["Zj"], state["Ui"], state["Uj"], H[edges[:, 0]],
-                    H[edges[:, 1]], lam_w, rho)
+                    state["Ui"], state["Uj"], H[edges[:, 0]], H[edges[:, 1]], lam_w, rho)
                 state.update(Zi=Zi, Zj=Zj, Ui=Ui, Uj=Uj, anchor=anchors(H, Zi, Zj, Ui, Uj))
             return state
 
