@@ -160,6 +160,10 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         Uj = np.zeros((graph.n_edges, d))
     fused = np.zeros(graph.n_edges, np.uint8)
     certifier = Certifier(prob, tol, polish=polish)
+    if polish and X0 is not None and certifier.warm(X0, flows0):
+        return make_solution(prob, certifier, converged=True, n_iter=0,
+                             time_s=time.perf_counter() - start, method="admm", message="",
+                             history={"warm_partition_certified": True})
     hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
             "certified_kkt": []}
     if record_objective:
@@ -197,7 +201,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
             break
         if it >= next_cert and max(r_rel, s_rel, proxy) <= trigger:
             hist["certify_at"].append(it)
-            ok = certifier(fused.astype(bool), X, flows, proxy=max(r_rel, s_rel, proxy))
+            ok = certifier(fused.astype(bool), X, flows)
             hist["certified_kkt"].append(certifier.best[0])
             if ok:
                 converged = True

@@ -251,7 +251,7 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
         hist["n_frozen"].append(int(frozen.sum()))
         if proxy <= trigger or (warm and it == 1):
             hist["certify_at"].append(it)
-            ok = certifier(fused_edges(Z), X, flows, proxy=proxy)
+            ok = certifier(fused_edges(Z), X, flows)
             hist["certified_kkt"].append(certifier.best[0])
             if ok:
                 converged = True

@@ -1,0 +1,142 @@
+"""numba kernels of the flow problem of :mod:`convexfl.certificates`.
+
+For fused edges ``e = (i, j)`` with capacities ``c_e`` and a fixed residual part ``G``:
+``R(u) = G + Bᵀu`` (``R_i += u_e``, ``R_j −= u_e``), the feasible set ``‖u_e‖ ≤ c_e`` and the
+dual function ``g(z) = ⟨z, G⟩ − ½‖z‖² − Σ_e c_e ‖z_i − z_j‖`` (a lower bound on ``½‖R(u)‖²``
+for every ``z``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import _kernels  # noqa: F401  (the package's numba set-up: NUMBA_CACHE_DIR)
+
+
+@njit(cache=True)
+def flow_residual(G, edges, u):
+    """``R = G + Bᵀu``."""
+    R = G.copy()
+    d = G.shape[1]
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        for k in range(d):
+            R[i, k] += u[e, k]
+            R[j, k] -= u[e, k]
+    return R
+
+
+@njit(cache=True)
+def project_flows(u, cap):
+    """Project every row ``u_e`` onto the ball of radius ``c_e`` (in place); return ``u``."""
+    d = u.shape[1]
+    for e in range(u.shape[0]):
+        s = 0.0
+        for k in range(d):
+            s += u[e, k] * u[e, k]
+        if s > cap[e] * cap[e]:
+            f = cap[e] / np.sqrt(s)
+            for k in range(d):
+                u[e, k] *= f
+    return u
+
+
+@njit(cache=True)
+def flow_dual(z, G, edges, cap):
+    """``g(z) = ⟨z, G⟩ − ½‖z‖² − Σ_e c_e ‖z_i − z_j‖``."""
+    val = 0.0
+    for i in range(z.shape[0]):
+        for k in range(z.shape[1]):
+            val += z[i, k] * (G[i, k] - 0.5 * z[i, k])
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        s = 0.0
+        for k in range(z.shape[1]):
+            t = z[i, k] - z[j, k]
+            s += t * t
+        val -= cap[e] * np.sqrt(s)
+    return val
+
+
+@njit(cache=True)
+def sq_norm(R):
+    s = 0.0
+    for i in range(R.shape[0]):
+        for k in range(R.shape[1]):
+            s += R[i, k] * R[i, k]
+    return s
+
+
+@njit(cache=True)
+def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarget):
+    """Accelerated projected gradient on ``½‖R(u)‖²`` from the feasible ``u`` (adaptive
+    restart). Every ``check_every`` iterations the dual bound at the current residual is
+    updated; stops when the bounds agree to ``rtol`` (``+ atol``) or, with ``atarget ≥ 0``,
+    when the question "``min ‖R‖ ≤ atarget``?" is decided. Returns
+    ``(u, ½‖R(u)‖², lower2, iterations)``."""
+    y = u.copy()
+    t = 1.0
+    R = flow_residual(G, edges, u)
+    h_u = 0.5 * sq_norm(R)
+    d = G.shape[1]
+    un = np.empty_like(u)
+    it = 0
+    for it in range(1, n_iter + 1):
+        Ry = flow_residual(G, edges, y)
+        for e in range(edges.shape[0]):
+            i = edges[e, 0]
+            j = edges[e, 1]
+            for k in range(d):
+                un[e, k] = y[e, k] - step * (Ry[i, k] - Ry[j, k])
+        project_flows(un, cap)
+        Rn = flow_residual(G, edges, un)
+        h_new = 0.5 * sq_norm(Rn)
+        if h_new > h_u:  # adaptive restart
+            t = 1.0
+            y[:] = u
+            continue
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        beta = (t - 1.0) / t_new
+        for e in range(u.shape[0]):
+            for k in range(d):
+                y[e, k] = un[e, k] + beta * (un[e, k] - u[e, k])
+        u[:] = un
+        t = t_new
+        h_u = h_new
+        R = Rn
+        if it % check_every == 0 or it == n_iter:
+            lower2 = max(lower2, flow_dual(R, G, edges, cap))
+            up = np.sqrt(2.0 * h_u)
+            low = np.sqrt(2.0 * max(lower2, 0.0))
+            if up - low <= rtol * up + atol:
+                break
+            if atarget >= 0.0 and (up <= atarget or lower2 > 0.5 * atarget * atarget):
+                break
+    return u, h_u, lower2, it
+
+
+@njit(cache=True)
+def centred_by_component(R, comp, counts):
+    """``R − R̄`` with ``R̄`` the mean of ``R`` over each component."""
+    means = np.zeros((counts.size, R.shape[1]))
+    for i in range(R.shape[0]):
+        for k in range(R.shape[1]):
+            means[comp[i], k] += R[i, k]
+    out = np.empty_like(R)
+    for i in range(R.shape[0]):
+        for k in range(R.shape[1]):
+            out[i, k] = R[i, k] - means[comp[i], k] / counts[comp[i]]
+    return out
+
+
+@njit(cache=True)
+def edge_flows(phi, edges, cap):
+    """``u_e = c_e (φ_i − φ_j)``."""
+    u = np.empty((edges.shape[0], phi.shape[1]))
+    for e in range(edges.shape[0]):
+        for k in range(phi.shape[1]):
+            u[e, k] = cap[e] * (phi[edges[e, 0], k] - phi[edges[e, 1], k])
+    return u
