@@ -131,6 +131,19 @@ def test_failed_or_inaccurate_status_is_a_clear_error():
         cfl.solve(prob, solver="SCS", max_iter=3)
 
 
+def test_accepted_inaccurate_answer_is_judged_by_its_certificate():
+    A = np.random.default_rng(0).standard_normal((6, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 0.3)
+    res = cfl.solve(prob, solver="SCS", max_iter=3, accept_inaccurate=True)
+    assert res.status == "optimal_inaccurate"
+    assert res.converged == (res.kkt_residual <= res.kkt_tol)
+    ref = cfl.solve(prob, tol=1e-9)
+    if res.converged:  # polished from SCS's rough answer to the reference's optimum
+        assert abs(res.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+    with pytest.raises(TypeError, match="accept_inaccurate"):
+        cfl.solve(prob, accept_inaccurate="yes")
+
+
 def test_scs_fallback_is_labelled_and_honest():
     A, _truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=0)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(8), 0.5)

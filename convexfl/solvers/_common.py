@@ -228,7 +228,7 @@ class Certifier:
         self.cert_max_iter = cert_max_iter
         self.time = 0.0
         self.count = 0
-        self.best = None  # (kkt, X, cert, flows)
+        self.best = None  # (kkt, X, cert, certified flows, fuse_tol)
         self.last_polished = None  # hash of the last partition polished without success
 
     def _certify(self, X, flows, target=None):
@@ -236,7 +236,7 @@ class Certifier:
         cert = kkt_residual(self.prob, X, fuse_tol=ftol, flows=flows,
                             max_iter=self.cert_max_iter, target=target)
         if self.best is None or cert.kkt_residual < self.best[0]:
-            self.best = (cert.kkt_residual, X, cert, flows, ftol)
+            self.best = (cert.kkt_residual, X, cert, cert.flows, ftol)
         return cert
 
     def __call__(self, fused_mask, X, flows, *, force_polish=False):
@@ -261,6 +261,16 @@ class Certifier:
                     ok = self._certify(W2[lab2], flows, self.tol).kkt_residual <= self.tol
         self.time += time.perf_counter() - start
         return ok
+
+    def untried(self, fused_mask):
+        """True when the partition of ``fused_mask`` is new and small enough to polish
+        (``K · d ≤ POLISH_MAX``): such a candidate is worth certifying however early, since
+        Newton on its reduced problem merges what is left to merge."""
+        if not self.do_polish:
+            return False
+        labels = components(self.prob.n_users, self.prob.graph.edges, fused_mask)
+        small = (int(labels.max()) + 1) * self.prob.dim <= POLISH_MAX
+        return small and hash(labels.tobytes()) != self.last_polished
 
     def warm(self, X0, flows0):
         """Certify the warm start's partition re-optimised at this λ (Newton on its reduced

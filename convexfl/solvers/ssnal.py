@@ -275,7 +275,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             break
         proxy = max(eta_p, eta_d) / scale
         hist.setdefault("stalled", []).append(stalled)
-        if proxy <= trigger or (warm and outer == 1):
+        if proxy <= trigger or (warm and outer == 1) or certifier.untried(fused):
             hist["certify_at"].append(outer)
             ok = certifier(fused, X, Y)
             hist["certified_kkt"].append(certifier.best[0])
