@@ -32,6 +32,20 @@ def test_warm_start_from_a_solution_converges_in_very_few_iterations():
     assert again.converged and again.n_iter <= 2
 
 
+def test_default_rho_makes_iterations_invariant_to_the_data_scale():
+    """ρ defaults to (flow scale)/(difference scale): scaling the data and λ by s scales the
+    ADMM iterates by s and leaves the iteration count alone."""
+    A = np.random.default_rng(4).standard_normal((12, 2))
+    runs = []
+    for s in (1.0, 1e3):
+        prob = cfl.SumOfNorms(cfl.losses.Quadratic(s * A), cfl.graphs.complete(12), 0.2 * s)
+        runs.append(cfl.solve(prob, method="admm", tol=1e-9, polish=False))
+    assert runs[0].converged and runs[1].converged
+    assert runs[0].n_iter == runs[1].n_iter
+    assert runs[1].history["rho"][0] == pytest.approx(runs[0].history["rho"][0], rel=1e-12)
+    np.testing.assert_allclose(runs[1].X, 1e3 * runs[0].X, rtol=1e-6, atol=1e-6)
+
+
 def test_without_polish_admm_converges_on_its_own():
     prob = problem("quadratic", lam=0.2)
     ref = cfl.solve(prob, tol=1e-9)

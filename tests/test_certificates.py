@@ -24,6 +24,23 @@ def test_residual_vanishes_at_solutions_and_not_at_perturbed_points(name, lam):
     assert worse.objective >= res.objective - 1e-12
 
 
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_certificate_flows_attain_the_upper_bound_within_capacity(name):
+    loss = make_loss(name, n_users=7, seed=5)
+    g = cfl.graphs.from_edges([(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 0),
+                               (0, 3)], n_nodes=7)
+    prob = cfl.SumOfNorms(loss, g, 0.3)
+    res = cfl.solve(prob, method="admm", tol=1e-8)
+    for X in (res.X, res.X + 1e-4):  # a solution, and a shifted (non-optimal) point
+        cert = kkt_residual(prob, X, fuse_tol=res.fuse_tol)
+        R = loss.grad(X)
+        np.add.at(R, g.edges[:, 0], cert.flows)
+        np.subtract.at(R, g.edges[:, 1], cert.flows)
+        assert np.linalg.norm(R) == pytest.approx(cert.kkt_abs, rel=1e-9, abs=1e-13)
+        norms = np.linalg.norm(cert.flows, axis=1)
+        assert np.all(norms <= prob.lam * g.weights * (1 + 1e-12))
+
+
 def test_perturbing_inside_a_cluster_is_detected():
     A, _truth = cfl.datasets.planted_points(2, 4, 2, separation=20.0, random_state=3)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(8), 2.0)
