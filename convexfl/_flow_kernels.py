@@ -97,16 +97,16 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
         if h_new > h_u:  # adaptive restart
             t = 1.0
             y[:] = u
-            continue
-        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
-        beta = (t - 1.0) / t_new
-        for e in range(u.shape[0]):
-            for k in range(d):
-                y[e, k] = un[e, k] + beta * (un[e, k] - u[e, k])
-        u[:] = un
-        t = t_new
-        h_u = h_new
-        R = Rn
+        else:
+            t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+            beta = (t - 1.0) / t_new
+            for e in range(u.shape[0]):
+                for k in range(d):
+                    y[e, k] = un[e, k] + beta * (un[e, k] - u[e, k])
+            u[:] = un
+            t = t_new
+            h_u = h_new
+            R = Rn
         if it % check_every == 0 or it == n_iter:
             lower2 = max(lower2, flow_dual(R, G, edges, cap))
             up = np.sqrt(2.0 * h_u)

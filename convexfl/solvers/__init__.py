@@ -16,9 +16,10 @@ Methods
     :mod:`convexfl.solvers.ssnal`), the fastest here at certified accuracy.
 ``"auto"``
     For the quadratic loss ``"ssnal"`` on sparse graphs and ``"admm"`` on dense ones
-    (N ≥ 100 and ≥ half of all pairs; measured: complete N = 200, ADMM 0.18 s vs SSNAL 0.75 s; kNN10
-    N = 1000, SSNAL 0.78 s vs ADMM 3.5 s); ``"admm"`` for other losses (``"cvxpy"`` for the
-    squared penalty).
+    (N ≥ 100 and ≥ a quarter of all pairs; measured with ``python -m benchmarks``: complete
+    N = 400, ADMM 0.13 s vs SSNAL 0.28 s; kNN10 N = 1e4, SSNAL 2.2 s vs ADMM 1.2 s but
+    N = 5e4, ADMM far slower — 20000 iterations without certifying); ``"admm"`` for other
+    losses (``"cvxpy"`` for the squared penalty).
 
 All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
 :mod:`convexfl.certificates`) and ``max_iter`` (the method's iteration limit), and return a

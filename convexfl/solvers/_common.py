@@ -303,7 +303,8 @@ def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, 
                     n_iter=int(n_iter), time_s=time_s, method=method, lam=prob.lam,
                     certificate=cert, fuse_tol=ftol, kkt_tol=certifier.tol,
                     status=status or ("converged" if converged else "not_converged"),
-                    message="" if converged else message, history=history, flows=flows)
+                    message="" if converged else message, history=history, flows=flows,
+                    graph=prob.graph)
 
 
 def trivial_solution(prob: SumOfNorms, tol, method, start, X0=None):
