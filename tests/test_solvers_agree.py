@@ -122,3 +122,16 @@ def test_unknown_method_is_refused():
     prob, _ = reference("quadratic", "complete", 0.3)
     with pytest.raises(ValueError, match="method"):
         cfl.solve(prob, method="nope")
+
+
+@settings(max_examples=5)
+@given(seed=st.integers(0, 10_000), lam=st.floats(0.02, 1.0),
+       name=st.sampled_from(LOSS_NAMES), kind=st.sampled_from(["complete", "knn"]),
+       method=st.sampled_from(METHODS))
+def test_random_instances_of_every_loss_agree(seed, lam, name, kind, method):
+    loss = make_loss(name, n_users=N_USERS, dim=3, seed=seed)
+    prob = cfl.SumOfNorms(loss, graph_of(kind, N_USERS, seed), lam)
+    ref = cfl.solve(prob, tol=1e-9)
+    assert ref.converged, ref.message
+    opts = {"random_state": 0} if method == "pdmm" else {}
+    assert_agrees(cfl.solve(prob, method=method, tol=1e-7, **opts), ref, 1e-7)
