@@ -256,11 +256,15 @@ class Certifier:
             key = hash(labels.tobytes())
             if force_polish or key != self.last_polished:
                 self.last_polished = key
-                lab2, W2, _ = polish(prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11))
-                if np.all(np.isfinite(W2)):
-                    ok = self._certify(W2[lab2], flows, self.tol).kkt_residual <= self.tol
+                ok = self._polish_and_certify(labels, W, flows)
         self.time += time.perf_counter() - start
         return ok
+
+    def _polish_and_certify(self, labels, W, flows):
+        lab2, W2, _ = polish(self.prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11))
+        if not np.all(np.isfinite(W2)):
+            return False
+        return self._certify(W2[lab2], flows, self.tol).kkt_residual <= self.tol
 
     def untried(self, fused_mask):
         """True when the partition of ``fused_mask`` is new and small enough to polish
@@ -282,11 +286,7 @@ class Certifier:
         edges = prob.graph.edges
         near = np.linalg.norm(X0[edges[:, 0]] - X0[edges[:, 1]], axis=1) <= fuse_tol_of(X0)
         labels = components(prob.n_users, edges, near)
-        lab2, W2, _ = polish(prob, labels, cluster_means(X0, labels),
-                             gtol_rel=min(1e-3 * self.tol, 1e-11))
-        ok = False
-        if np.all(np.isfinite(W2)):
-            ok = self._certify(W2[lab2], flows0, self.tol).kkt_residual <= self.tol
+        ok = self._polish_and_certify(labels, cluster_means(X0, labels), flows0)
         self.time += time.perf_counter() - start
         return ok
 
