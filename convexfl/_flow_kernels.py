@@ -90,7 +90,7 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
             i = edges[e, 0]
             j = edges[e, 1]
             for k in range(d):
-                un[e, k] = y[e, k] - step * (Ry[i, k] - Ry[j, k])
+                un[e, k] = y[e, k] - step[e] * (Ry[i, k] - Ry[j, k])
         project_flows(un, cap)
         Rn = flow_residual(G, edges, un)
         h_new = 0.5 * sq_norm(Rn)

@@ -297,8 +297,11 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter, atarget=None):
             return upper, float(np.sqrt(2 * lower2)), it, u
     if upper - np.sqrt(2 * lower2) <= rtol * upper + atol or it >= max_iter:
         return upper, float(np.sqrt(2 * lower2)), it, u
+    # per-edge steps 1/(deg_i + deg_j): ‖Bᵀv‖² ≤ Σ_e (deg_i + deg_j)‖v_e‖² (Cauchy–Schwarz
+    # at each node), a diagonal majorisation; the capacity balls are per edge, so the
+    # projection is unchanged in that metric
     degree = np.bincount(edges.ravel(), minlength=G.shape[0])
-    step = 1.0 / (2.0 * degree.max())
+    step = 1.0 / (degree[edges[:, 0]] + degree[edges[:, 1]]).astype(float)
     u, h_u, lower2, n_fista = fista(G, edges, cap, u, step, max_iter - it, 25, lower2, rtol,
                                     atol, -1.0 if atarget is None else float(atarget))
     return float(np.sqrt(2 * h_u)), float(np.sqrt(2 * max(lower2, 0.0))), it + n_fista, u
