@@ -182,7 +182,8 @@ def _scatter_flows(out, edges, u):
     np.subtract.at(out, edges[:, 1], u)
 
 
-_POTENTIAL_CACHE: dict = {}  # fused subgraph → (free mask, LU of its unit-scale Laplacian)
+_POTENTIAL_CACHE: dict = {}  # fused subgraph → (components, sizes, free mask, LU); a stale or
+# colliding entry could only slow the search: both bounds are evaluated from explicit flows
 
 
 def factor_laplacian(lap):
