@@ -291,6 +291,16 @@ class Certifier:
         return ok
 
 
+def warm_partition_solution(prob, certifier, X0, flows0, start, method):
+    """The solution of a warm start whose partition, re-optimised, certifies at this λ
+    (:meth:`Certifier.warm`), else ``None``."""
+    if X0 is None or not certifier.do_polish or not certifier.warm(X0, flows0):
+        return None
+    return make_solution(prob, certifier, converged=True, n_iter=0,
+                         time_s=time.perf_counter() - start, method=method, message="",
+                         history={"warm_partition_certified": True})
+
+
 def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s,
                   method, message, history, status=""):
     kkt, X, cert, flows, ftol = certifier.best

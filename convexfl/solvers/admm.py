@@ -41,6 +41,7 @@ from ._common import (
     make_solution,
     son_dispatch,
     trivial_solution,
+    warm_partition_solution,
     warm_start_arrays,
 )
 
@@ -168,10 +169,9 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         Uj = np.zeros((graph.n_edges, d))
     fused = np.zeros(graph.n_edges, np.uint8)
     certifier = Certifier(prob, tol, polish=polish)
-    if polish and X0 is not None and certifier.warm(X0, flows0):
-        return make_solution(prob, certifier, converged=True, n_iter=0,
-                             time_s=time.perf_counter() - start, method="admm", message="",
-                             history={"warm_partition_certified": True})
+    done = warm_partition_solution(prob, certifier, X0, flows0, start, "admm")
+    if done is not None:
+        return done
     hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
             "certified_kkt": []}
     if record_objective:

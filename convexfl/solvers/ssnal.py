@@ -49,6 +49,7 @@ from ._common import (
     make_solution,
     son_dispatch,
     trivial_solution,
+    warm_partition_solution,
     warm_start_arrays,
 )
 from .base import IncompatibleLossError
@@ -202,10 +203,9 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and m > n * n / 8)))
     pre_sigma = None
     certifier = Certifier(prob, tol, polish=polish)
-    if polish and X0 is not None and certifier.warm(X0, flows0):
-        return make_solution(prob, certifier, converged=True, n_iter=0,
-                             time_s=time.perf_counter() - start, method="ssnal", message="",
-                             history={"warm_partition_certified": True})
+    done = warm_partition_solution(prob, certifier, X0, flows0, start, "ssnal")
+    if done is not None:
+        return done
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
     eta_p_prev = np.inf
