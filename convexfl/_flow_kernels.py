@@ -75,9 +75,13 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
     """Accelerated projected gradient on ``½‖R(u)‖²`` from the feasible ``u`` (adaptive
     restart). Every ``check_every`` iterations the dual bound at the current residual is
     updated; stops when the bounds agree to ``rtol`` (``+ atol``) or, with ``atarget ≥ 0``,
-    when the question "``min ‖R‖ ≤ atarget``?" is decided. Returns
+    when the question "``min ‖R‖ ≤ atarget``?" is decided, or when the upper bound's rate
+    over the last ``check_every`` iterations would need more than ``3 ×`` the iterations left
+    to reach ``atarget`` (a candidate that will not certify: the dual bound that would prove
+    it often converges far slower than the flows stall). Returns
     ``(u, ½‖R(u)‖², lower2, iterations)``."""
     y = u.copy()
+    up_prev = -1.0
     t = 1.0
     R = flow_residual(G, edges, u)
     h_u = 0.5 * sq_norm(R)
@@ -115,6 +119,11 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
                 break
             if atarget >= 0.0 and (up <= atarget or lower2 > 0.5 * atarget * atarget):
                 break
+            if atarget > 0.0 and up_prev > 0.0:
+                if up >= up_prev or (check_every * np.log(atarget / up) / np.log(up / up_prev)
+                                     > 3.0 * (n_iter - it)):
+                    break
+            up_prev = up
     return u, h_u, lower2, it
 
 

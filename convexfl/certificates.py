@@ -171,15 +171,16 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     atarget = None
     if target is not None:
         atarget = target * (1 + gn)
-    upper, lower, iters, u_all[fused] = _min_residual(G, graph.edges[fused], cap[fused], hint,
-                                                      rtol, max_iter, atarget)
+    upper, lower, iters, u_all[fused] = _min_residual(G, graph.edges[fused],
+                                                      graph.weights[fused], lam, hint, rtol,
+                                                      max_iter, atarget)
     exact = upper - lower <= rtol * upper + 1e-13 * (1.0 + float(np.linalg.norm(G)))
     return Certificate(upper / (1 + gn), upper, lower, exact,
                        prob.objective(X), tol, int(fused.sum()), gn, iters, u_all)
 
 
-_POTENTIAL_CACHE: dict = {}  # fused subgraph → (components, sizes, free mask, LU); a stale or
-# colliding entry could only slow the search: both bounds are evaluated from explicit flows
+_POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU);
+# a colliding entry could only slow the search: both bounds are evaluated from explicit flows
 
 
 def factor_laplacian(lap):
@@ -190,15 +191,13 @@ def factor_laplacian(lap):
                 options={"SymmetricMode": True})
 
 
-def _potential_factor(n, edges, cap):
-    """``(comp, counts, free, lu, scale)`` for the fused subgraph; the LU is cached per
-    subgraph and capacity *shape* (a path changes λ, i.e. only the scale of ``cap``)."""
-    scale = float(cap.max())
-    key = (n, hash(edges.tobytes()), hash((cap / scale).tobytes()))
+def _potential_factor(n, edges, w):
+    """``(comp, counts, free, lu)`` for the fused subgraph with weights ``w``; the LU of its
+    grounded Laplacian is cached (along a path only λ changes, and it only scales)."""
+    key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.get(key)
     if hit is None:
         i, j = edges.T
-        w = cap / scale
         adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         _, comp = connected_components(adj, directed=False)
         lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
@@ -208,12 +207,12 @@ def _potential_factor(n, edges, cap):
         hit = (comp, np.bincount(comp), free, lu)
         _POTENTIAL_CACHE.clear()  # one entry: the factor can be large
         _POTENTIAL_CACHE[key] = hit
-    return (*hit, scale)
+    return hit
 
 
-def _potential_solver(n, edges, cap):
+def _potential_solver(n, edges, w, lam=1.0):
     """A function ``R ↦ u`` with ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on each fused
-    component (one sparse LU, reused).
+    component, ``c = λw`` (one sparse LU of ``L_w``, reused).
 
     The flow moves every user's excess to its component's mean, ``R + B u = R̄`` (the
     smallest possible residual), with the least ``Σ_e ‖u_e‖²/c_e``: it is the projection onto
@@ -222,21 +221,22 @@ def _potential_solver(n, edges, cap):
     """
     from ._flow_kernels import centred_by_component, edge_flows
 
-    comp, counts, free, lu, scale = _potential_factor(n, edges, cap)
+    comp, counts, free, lu = _potential_factor(n, edges, w)
+    cap = lam * w
 
     def flow(R):
         phi = np.zeros_like(R)
         if lu is not None:
             excess = centred_by_component(np.ascontiguousarray(R), comp, counts)
-            phi[free] = lu.solve(np.ascontiguousarray(-excess[free])) / scale
+            phi[free] = lu.solve(np.ascontiguousarray(-excess[free])) / lam
         return edge_flows(phi, edges, cap)
 
     return flow
 
 
-def _min_residual(G, edges, cap, hint, rtol, max_iter, atarget=None):
+def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
-    ``‖u_e‖ ≤ c_e`` (``u`` the feasible flow attaining ``upper``).
+    ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
 
     Starts from the better of the projected potential flow and the projected hint, runs
     alternating projections while they make progress, then accelerated projected gradient
@@ -246,7 +246,8 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter, atarget=None):
     from ._flow_kernels import fista, flow_dual, flow_residual, project_flows
 
     edges = np.ascontiguousarray(edges)
-    cap = np.ascontiguousarray(cap, dtype=float)
+    w = np.ascontiguousarray(w, dtype=float)
+    cap = lam * w
     G = np.ascontiguousarray(G)
 
     def project(u):
@@ -263,7 +264,7 @@ def _min_residual(G, edges, cap, hint, rtol, max_iter, atarget=None):
         up_h, low_h = norm_and_dual(u_h)
         if up_h <= atarget:
             return up_h, float(np.sqrt(2 * max(low_h, 0.0))), 0, u_h
-    potential = _potential_solver(G.shape[0], edges, cap)
+    potential = _potential_solver(G.shape[0], edges, w, lam)
     u_pot = potential(G)
     starts = [project(u_pot)] + ([] if hint is None else [project(hint)])
     scored = [(norm_and_dual(v), k) for k, v in enumerate(starts)]

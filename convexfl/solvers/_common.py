@@ -80,9 +80,7 @@ def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):
         if X0 is None:
             X0 = warm_start.X
         if flows0 is None and warm_start.flows is not None:
-            flows0 = warm_start.flows
-            if getattr(warm_start, "lam", None) and prob.lam > 0 and warm_start.lam != prob.lam:
-                flows0 = np.asarray(flows0) * (prob.lam / warm_start.lam)
+            flows0 = _moved_flows(prob, warm_start)
     if X0 is not None:
         X0 = check_matrix_rows(X0, prob.n_users, prob.dim, "X0")
     if flows0 is not None:
@@ -97,6 +95,41 @@ def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):
             flows0 = flows0.copy()
             flows0[over] *= (cap[over] / np.maximum(nrm[over], 1e-300))[:, None]
     return X0, flows0
+
+
+def _fused_edges(prob: SumOfNorms, X):
+    edges = prob.graph.edges
+    return np.linalg.norm(X[edges[:, 0]] - X[edges[:, 1]], axis=1) <= fuse_tol_of(X)
+
+
+def _comparable(prob: SumOfNorms, sol: Solution) -> bool:
+    return (sol.lam is not None and sol.lam != prob.lam and prob.lam > 0 and sol.lam > 0
+            and sol.flows is not None and sol.X.shape == (prob.n_users, prob.dim)
+            and np.shape(sol.flows) == (prob.graph.n_edges, prob.dim))
+
+
+def _moved_flows(prob: SumOfNorms, sol: Solution):
+    """A previous solution's flows moved to this λ. With a :attr:`Solution.flow_slope`:
+    extrapolated linearly in λ. Otherwise, on its non-fused edges ``u_e = λ w_e s_e`` with
+    ``s_e`` kept (scaled by the ratio of the λ); on its fused edges the flows balance the
+    gradients, which do not scale with λ, so they are kept as they are. (Capacities are
+    enforced afterwards.)"""
+    flows = np.array(sol.flows, dtype=float)
+    if not _comparable(prob, sol):
+        return flows
+    if sol.flow_slope is not None:
+        return flows + (prob.lam - sol.lam) * sol.flow_slope
+    flows[~_fused_edges(prob, sol.X)] *= prob.lam / sol.lam
+    return flows
+
+
+def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows):
+    """``(flows − flows_warm)/(λ − λ_warm)`` when ``warm`` has the partition of ``X``."""
+    if warm is None or flows is None or not _comparable(prob, warm):
+        return None
+    if not np.array_equal(_fused_edges(prob, warm.X), _fused_edges(prob, X)):
+        return None
+    return (flows - warm.flows) / (prob.lam - warm.lam)
 
 
 def fuse_tol_of(X) -> float:
@@ -223,8 +256,10 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
 class Certifier:
     """Build, polish and certify candidates; keeps timing and counts."""
 
-    def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000):
+    def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000,
+                 warm_from: Solution | None = None):
         self.prob, self.tol, self.do_polish = prob, tol, polish
+        self.warm_from = warm_from  # the warm start's Solution (for Solution.flow_slope)
         self.cert_max_iter = cert_max_iter
         self.time = 0.0
         self.count = 0
@@ -286,9 +321,28 @@ class Certifier:
         edges = prob.graph.edges
         near = np.linalg.norm(X0[edges[:, 0]] - X0[edges[:, 1]], axis=1) <= fuse_tol_of(X0)
         labels = components(prob.n_users, edges, near)
-        ok = self._polish_and_certify(labels, cluster_means(X0, labels), flows0)
+        W = cluster_means(X0, labels)
+        ok = self._polish_and_certify(labels, W, flows0) or self._merge_and_certify(labels,
+                                                                                     flows0)
         self.time += time.perf_counter() - start
         return ok
+
+    def _merge_and_certify(self, labels, flows):
+        """Solve the reduced problem of ``labels`` (K super-users, ``K·d ≤ POLISH_MAX``) by
+        ADMM to ``1e-9``: its fusions are the merges of the warm partition at this λ (the
+        solution of (SON) lies in the subspace of every coarser partition, so where only
+        merges happened it is the reduced optimum). Newton started far away can stall where
+        three or more centroids meet, or merge two that end up close but apart."""
+        from .admm import solve_admm
+
+        k = int(labels.max()) + 1
+        if k == self.prob.n_users or k * self.prob.dim > POLISH_MAX:
+            return False
+        red = Reduced(self.prob.loss, self.prob.graph, labels, self.prob.lam)
+        inner = solve_admm(red.inner, tol=1e-9, max_iter=5000)
+        merged = inner.labels()[red.labels]
+        X = cluster_means(inner.X[red.labels], merged)[merged]
+        return self._certify(X, flows, self.tol).kkt_residual <= self.tol
 
 
 def warm_partition_solution(prob, certifier, X0, flows0, start, method):
@@ -314,7 +368,8 @@ def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, 
                     certificate=cert, fuse_tol=ftol, kkt_tol=certifier.tol,
                     status=status or ("converged" if converged else "not_converged"),
                     message="" if converged else message, history=history, flows=flows,
-                    graph=prob.graph)
+                    graph=prob.graph,
+                    flow_slope=_flow_slope(prob, certifier.warm_from, X, flows))
 
 
 def trivial_solution(prob: SumOfNorms, tol, method, start, X0=None):

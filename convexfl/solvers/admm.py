@@ -168,7 +168,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         Ui = np.zeros((graph.n_edges, d))
         Uj = np.zeros((graph.n_edges, d))
     fused = np.zeros(graph.n_edges, np.uint8)
-    certifier = Certifier(prob, tol, polish=polish)
+    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
     done = warm_partition_solution(prob, certifier, X0, flows0, start, "admm")
     if done is not None:
         return done

@@ -53,6 +53,10 @@ class Solution:
         Method-specific per-iteration records.
     flows : ndarray (E, d) or None
         Edge flows ``u_ij = λ w_ij s_ij`` from the solver's duals, when it has them.
+    flow_slope : ndarray (E, d) or None
+        ``(flows − flows_warm)/(λ − λ_warm)`` when the solve was warm-started from a
+        solution with the same partition at another λ: a warm start taken from this solution
+        extrapolates its flows linearly in λ (a path's next certificate then starts close).
     graph : Graph or None
         The problem's graph (for :meth:`labels` on sparse graphs).
     """
@@ -74,6 +78,7 @@ class Solution:
     history: dict = field(default_factory=dict)
     flows: np.ndarray | None = None
     graph: object = field(default=None, repr=False)
+    flow_slope: np.ndarray | None = field(default=None, repr=False)
 
     def labels(self, tol: float | None = None) -> np.ndarray:
         """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse

@@ -197,7 +197,7 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
     zero_count = np.zeros(P, np.int64)
     frozen = np.zeros(P, np.uint8)
     n_sel = max(1, int(round(fraction * n)))
-    certifier = Certifier(prob, tol, polish=polish)
+    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
     arrays = loss.arrays
     hist = {"objective": [], "uplink": [], "downlink": [], "uplink_saved": [],
             "downlink_saved": [], "check_iter": [], "kkt_proxy": [], "certify_at": [],

@@ -202,7 +202,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     wts = np.empty(m)
     pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and m > n * n / 8)))
     pre_sigma = None
-    certifier = Certifier(prob, tol, polish=polish)
+    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
     done = warm_partition_solution(prob, certifier, X0, flows0, start, "ssnal")
     if done is not None:
         return done

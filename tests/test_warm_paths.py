@@ -1,0 +1,112 @@
+"""Warm starts along a λ path: flows carried and extrapolated, merges found on the reduced
+problem, the certificate's factor reused, and failing candidates given up honestly."""
+
+import numpy as np
+import pytest
+
+import convexfl as cfl
+from convexfl import certificates
+from convexfl.solvers._common import Certifier, _moved_flows, cluster_means, components
+
+
+def triangle_groups(n_per=6, noise=0.05, seed=0):
+    """Three tight groups at the corners of an equilateral triangle (complete graph, unit
+    weights): by symmetry the three merge at one λ, in the triangle's centre."""
+    rng = np.random.default_rng(seed)
+    corners = np.array([[np.cos(a), np.sin(a)] for a in 2 * np.pi * np.arange(3) / 3])
+    A = np.repeat(corners, n_per, axis=0) + noise * rng.standard_normal((3 * n_per, 2))
+    return cfl.losses.Quadratic(A), cfl.graphs.complete(3 * n_per)
+
+
+def test_flow_slope_is_the_finite_difference_on_one_partition():
+    loss, graph = triangle_groups()
+    prob = cfl.SumOfNorms(loss, graph, 0.02)
+    s1 = cfl.solve(prob, method="ssnal", tol=1e-9)
+    s2 = cfl.solve(prob.with_lam(0.021), method="ssnal", tol=1e-9, warm_start=s1)
+    assert s1.flow_slope is None  # a cold solve has nothing to difference against
+    assert s1.n_clusters == s2.n_clusters == 3
+    np.testing.assert_allclose(s2.flow_slope, (s2.flows - s1.flows) / 0.001, rtol=1e-12)
+    p3 = prob.with_lam(0.022)
+    np.testing.assert_allclose(_moved_flows(p3, s2), s2.flows + 0.001 * s2.flow_slope,
+                               rtol=1e-12, atol=1e-15)
+    s3 = cfl.solve(p3, method="ssnal", tol=1e-9, warm_start=s2)
+    ref = cfl.solve(p3, tol=1e-10)
+    assert s3.converged and s3.n_iter == 0
+    np.testing.assert_allclose(s3.X, ref.X, atol=1e-7)
+
+
+def test_no_flow_slope_across_a_change_of_partition():
+    loss, graph = triangle_groups()
+    prob = cfl.SumOfNorms(loss, graph, 0.002)
+    s1 = cfl.solve(prob, method="admm", tol=1e-9)
+    s2 = cfl.solve(prob.with_lam(0.02), method="admm", tol=1e-9, warm_start=s1)
+    assert s1.n_clusters != s2.n_clusters
+    assert s2.flow_slope is None
+
+
+def test_without_a_slope_fused_flows_are_kept_and_the_others_rescaled():
+    loss, graph = triangle_groups()
+    prob = cfl.SumOfNorms(loss, graph, 0.02)
+    s1 = cfl.solve(prob, method="ssnal", tol=1e-9)
+    moved = _moved_flows(prob.with_lam(0.03), s1)
+    edges = graph.edges
+    fused = np.linalg.norm(s1.X[edges[:, 0]] - s1.X[edges[:, 1]], axis=1) <= s1.fuse_tol
+    assert fused.any() and (~fused).any()
+    np.testing.assert_array_equal(moved[fused], s1.flows[fused])
+    np.testing.assert_allclose(moved[~fused], s1.flows[~fused] * 1.5, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["admm", "ssnal"])
+def test_warm_partition_merges_are_found_without_iterating(method):
+    loss, graph = triangle_groups()
+    prob = cfl.SumOfNorms(loss, graph, 0.02)
+    before = cfl.solve(prob, method=method, tol=1e-9)
+    assert before.n_clusters == 3
+    after_lam = 0.2  # past the triple merge: one cluster
+    ref = cfl.solve(prob.with_lam(after_lam), tol=1e-10)
+    assert ref.n_clusters == 1
+    res = cfl.solve(prob.with_lam(after_lam), method=method, tol=1e-8, warm_start=before)
+    assert res.converged and res.n_iter == 0 and res.n_clusters == 1
+    np.testing.assert_allclose(res.X, ref.X, atol=1e-7)
+
+
+def test_merges_on_the_reduced_problem_certify_the_merged_partition():
+    """The reduced-problem step alone (no Newton polish first) finds the triple merge."""
+    loss, graph = triangle_groups()
+    before = cfl.solve(cfl.SumOfNorms(loss, graph, 0.02), method="ssnal", tol=1e-9)
+    prob = cfl.SumOfNorms(loss, graph, 0.2)
+    certifier = Certifier(prob, 1e-8, polish=True)
+    labels = components(prob.n_users, graph.edges,
+                        np.linalg.norm(before.X[graph.edges[:, 0]] - before.X[graph.edges[:, 1]],
+                                       axis=1) <= before.fuse_tol)
+    assert labels.max() == 2
+    assert certifier._merge_and_certify(labels, None)
+    X = certifier.best[1]
+    np.testing.assert_allclose(X, np.tile(loss.points.mean(axis=0), (prob.n_users, 1)),
+                               atol=1e-9)
+
+
+def test_certificate_factor_is_reused_across_lambda():
+    loss, graph = triangle_groups()
+    s = cfl.solve(cfl.SumOfNorms(loss, graph, 0.2), method="ssnal", tol=1e-9)
+    certificates.kkt_residual(cfl.SumOfNorms(loss, graph, 0.2), s.X)
+    (key, entry), = certificates._POTENTIAL_CACHE.items()
+    certificates.kkt_residual(cfl.SumOfNorms(loss, graph, 0.3), s.X)
+    (key2, entry2), = certificates._POTENTIAL_CACHE.items()
+    assert key2 == key and entry2 is entry
+
+
+def test_a_failing_candidate_stops_early_with_bracketing_bounds():
+    """With a target, the flow search stops once the candidate cannot pass (dual bound
+    above it, or the flows stalling); its bounds still bracket the exact minimum."""
+    from sklearn.datasets import make_moons
+
+    A, y = make_moons(n_samples=600, noise=0.1, random_state=0)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10, phi=2.0), 2.0)
+    X = cluster_means(A, y)[y]  # the generating labels are not this λ's partition
+    quick = certificates.kkt_residual(prob, X, target=1e-6, max_iter=5000)
+    exact = certificates.kkt_residual(prob, X, max_iter=20000)
+    assert exact.exact
+    assert quick.kkt_residual > 1e-6 and quick.flow_iterations < 5000
+    assert quick.kkt_abs >= exact.kkt_abs_lower * (1 - 1e-12)
+    assert quick.kkt_abs_lower <= exact.kkt_abs * (1 + 1e-12)
