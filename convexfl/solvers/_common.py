@@ -20,6 +20,7 @@ tolerance.
 
 from __future__ import annotations
 
+import contextvars
 import time
 
 import numpy as np
@@ -35,6 +36,8 @@ from .base import Solution
 
 FUSE_RTOL = 1e-10
 POLISH_MAX = 6000  # largest reduced Newton system (K·d) polished
+MERGE_MAX = 2000  # largest reduced problem (K·d) solved for its merges before polishing
+_MERGING = contextvars.ContextVar("convexfl_merging", default=False)
 DENSE_MAX = 2500  # reduced Newton systems up to this size are solved densely
 
 
@@ -296,10 +299,43 @@ class Certifier:
         return ok
 
     def _polish_and_certify(self, labels, W, flows):
+        """Newton on the reduced problem of ``labels``; if that does not certify, the merges
+        of ``labels`` from its reduced problem (:meth:`_merged`), then Newton again."""
+        if self._newton_and_certify(labels, W, flows):
+            return True
+        merged, W = self._merged(labels, W)
+        return merged is not None and self._newton_and_certify(merged, W, flows)
+
+    def _newton_and_certify(self, labels, W, flows):
         lab2, W2, _ = polish(self.prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11))
         if not np.all(np.isfinite(W2)):
             return False
         return self._certify(W2[lab2], flows, self.tol).kkt_residual <= self.tol
+
+    def _merged(self, labels, W):
+        """The merges of the partition ``labels`` at this λ: its reduced problem (K
+        super-users, ``K·d ≤ MERGE_MAX``) solved by ADMM to ``1e-9``. The solution of (SON)
+        lies in the subspace of every coarser partition, so where a candidate only lacks
+        merges this is the exact partition. Newton alone (:func:`polish`) approaches each
+        merge at a kink, where it converges only linearly and can merge two centroids that
+        end up close but apart. Returns ``(labels, W)``, or ``(None, None)`` when the
+        problem is too large or the inner solve fails."""
+        from .admm import solve_admm
+
+        k = int(labels.max()) + 1
+        if (k == 1 or k == self.prob.n_users or k * self.prob.dim > MERGE_MAX
+                or _MERGING.get()):
+            return None, None
+        red = Reduced(self.prob.loss, self.prob.graph, labels, self.prob.lam)
+        token = _MERGING.set(True)  # the inner solve polishes by Newton only
+        try:
+            inner = solve_admm(red.inner, tol=1e-9, max_iter=5000)
+        finally:
+            _MERGING.reset(token)
+        if not np.all(np.isfinite(inner.X)):
+            return None, None
+        merged = inner.labels()[red.labels]
+        return merged, cluster_means(inner.X[red.labels], merged)
 
     def untried(self, fused_mask):
         """True when the partition of ``fused_mask`` is new and small enough to polish
@@ -322,27 +358,9 @@ class Certifier:
         near = np.linalg.norm(X0[edges[:, 0]] - X0[edges[:, 1]], axis=1) <= fuse_tol_of(X0)
         labels = components(prob.n_users, edges, near)
         W = cluster_means(X0, labels)
-        ok = self._polish_and_certify(labels, W, flows0) or self._merge_and_certify(labels,
-                                                                                     flows0)
+        ok = self._polish_and_certify(labels, W, flows0)
         self.time += time.perf_counter() - start
         return ok
-
-    def _merge_and_certify(self, labels, flows):
-        """Solve the reduced problem of ``labels`` (K super-users, ``K·d ≤ POLISH_MAX``) by
-        ADMM to ``1e-9``: its fusions are the merges of the warm partition at this λ (the
-        solution of (SON) lies in the subspace of every coarser partition, so where only
-        merges happened it is the reduced optimum). Newton started far away can stall where
-        three or more centroids meet, or merge two that end up close but apart."""
-        from .admm import solve_admm
-
-        k = int(labels.max()) + 1
-        if k == self.prob.n_users or k * self.prob.dim > POLISH_MAX:
-            return False
-        red = Reduced(self.prob.loss, self.prob.graph, labels, self.prob.lam)
-        inner = solve_admm(red.inner, tol=1e-9, max_iter=5000)
-        merged = inner.labels()[red.labels]
-        X = cluster_means(inner.X[red.labels], merged)[merged]
-        return self._certify(X, flows, self.tol).kkt_residual <= self.tol
 
 
 def warm_partition_solution(prob, certifier, X0, flows0, start, method):
