@@ -238,3 +238,18 @@ def prox_all(code, F, y, coef, ptr, ridge, offset, delta, V, rho, X0, tol, max_i
         ok_all = ok_all and ok
         iters = max(iters, it)
     return out, iters, ok_all
+
+
+@njit(cache=True)
+def edge_norms(X, edges):
+    """``‖x_i − x_j‖`` for every edge ``(i, j)`` (no (E, d) temporary)."""
+    out = np.empty(edges.shape[0])
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        s = 0.0
+        for k in range(X.shape[1]):
+            t = X[i, k] - X[j, k]
+            s += t * t
+        out[e] = np.sqrt(s)
+    return out

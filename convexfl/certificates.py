@@ -143,8 +143,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     graph, lam = prob.graph, prob.lam
     grad = prob.loss.grad(X)
     gn = float(np.linalg.norm(grad))
-    diff = graph.differences(X)
-    dist = np.linalg.norm(diff, axis=1)
+    dist = graph.distances(X)
     fused = dist <= tol
     cap = lam * graph.weights
 
@@ -153,9 +152,10 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
 
     G = grad
     moving = ~fused
-    u_all = np.zeros_like(diff)
+    u_all = np.zeros((graph.n_edges, prob.dim))
     if np.any(moving):
-        u_all[moving] = cap[moving, None] * diff[moving] / dist[moving, None]
+        i, j = graph.edges[moving].T
+        u_all[moving] = (cap[moving] / dist[moving])[:, None] * (X[i] - X[j])
         G = flow_residual(G, np.ascontiguousarray(graph.edges[moving]), u_all[moving])
     if lam == 0.0 or not np.any(fused):
         r = float(np.linalg.norm(G))

@@ -47,7 +47,7 @@ def labels(X, tol: float | None = None, *, graph=None) -> np.ndarray:
     if graph is not None:
         if graph.n_nodes != n:
             raise ValueError(f"graph: has {graph.n_nodes} nodes but X has {n} rows")
-        close = np.linalg.norm(graph.differences(X), axis=1) <= tol
+        close = graph.distances(X) <= tol
         adj = graph.subgraph_edges(close).adjacency
     else:
         pairs = cKDTree(X).query_pairs(tol, output_type="ndarray")

@@ -125,9 +125,15 @@ class Graph:
         """``x_i − x_j`` for every edge, shape (E, d)."""
         return X[self.edges[:, 0]] - X[self.edges[:, 1]]
 
+    def distances(self, X) -> np.ndarray:
+        """``‖x_i − x_j‖`` for every edge, shape (E,)."""
+        from ._kernels import edge_norms
+
+        return edge_norms(np.ascontiguousarray(self._check(X), dtype=float), self.edges)
+
     def penalty(self, X) -> float:
         """``Σ_{(i,j)∈E} w_ij ‖x_i − x_j‖``."""
-        return float(self.weights @ np.linalg.norm(self.differences(self._check(X)), axis=1))
+        return float(self.weights @ self.distances(X))
 
     def squared_penalty(self, X) -> float:
         """``Σ_{(i,j)∈E} w_ij ‖x_i − x_j‖²``."""

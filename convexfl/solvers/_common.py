@@ -101,8 +101,7 @@ def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):
 
 
 def _fused_edges(prob: SumOfNorms, X):
-    edges = prob.graph.edges
-    return np.linalg.norm(X[edges[:, 0]] - X[edges[:, 1]], axis=1) <= fuse_tol_of(X)
+    return prob.graph.distances(X) <= fuse_tol_of(X)
 
 
 def _comparable(prob: SumOfNorms, sol: Solution) -> bool:
@@ -214,8 +213,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
                 val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, rows, cols, vals,
                                                   grad)
             if rmin <= merge_tol:
-                dist = np.linalg.norm(W[edges[:, 0]] - W[edges[:, 1]], axis=1)
-                lab_k = components(k, edges, dist <= merge_tol)
+                lab_k = components(k, edges, inner.graph.distances(W) <= merge_tol)
                 W = cluster_means(W, lab_k)
                 labels = lab_k[labels]
                 merged = True
@@ -294,15 +292,19 @@ class Certifier:
             key = hash(labels.tobytes())
             if force_polish or key != self.last_polished:
                 self.last_polished = key
-                ok = self._polish_and_certify(labels, W, flows)
+                ok = self._polish_and_certify(labels, W, flows, merge=force_polish)
         self.time += time.perf_counter() - start
         return ok
 
-    def _polish_and_certify(self, labels, W, flows):
-        """Newton on the reduced problem of ``labels``; if that does not certify, the merges
-        of ``labels`` from its reduced problem (:meth:`_merged`), then Newton again."""
-        if self._newton_and_certify(labels, W, flows):
-            return True
+    def _polish_and_certify(self, labels, W, flows, merge=True):
+        """Newton on the reduced problem of ``labels``; if that does not certify and
+        ``merge``, the merges of ``labels`` from its reduced problem (:meth:`_merged`), then
+        Newton again. (Solvers ask for merges on warm partitions and on their last
+        candidate only: early candidates are rarely refinements of the solution, and an
+        inner solve for each would cost more than the iterations it saves.)"""
+        ok = self._newton_and_certify(labels, W, flows)
+        if ok or not merge:
+            return ok
         merged, W = self._merged(labels, W)
         return merged is not None and self._newton_and_certify(merged, W, flows)
 
@@ -354,9 +356,7 @@ class Certifier:
         start = time.perf_counter()
         self.count += 1
         prob = self.prob
-        edges = prob.graph.edges
-        near = np.linalg.norm(X0[edges[:, 0]] - X0[edges[:, 1]], axis=1) <= fuse_tol_of(X0)
-        labels = components(prob.n_users, edges, near)
+        labels = components(prob.n_users, prob.graph.edges, _fused_edges(prob, X0))
         W = cluster_means(X0, labels)
         ok = self._polish_and_certify(labels, W, flows0)
         self.time += time.perf_counter() - start

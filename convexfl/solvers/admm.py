@@ -137,6 +137,10 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
     loss, graph = prob.loss, prob.graph
     if prob.lam == 0.0 or graph.n_edges == 0:
         return trivial_solution(prob, tol, "admm", start, X0)
+    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
+    done = warm_partition_solution(prob, certifier, X0, flows0, start, "admm")
+    if done is not None:
+        return done
 
     n, d = prob.n_users, prob.dim
     edges = graph.edges
@@ -157,7 +161,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         Xm = user_minimisers(loss, X)
         X[iso] = Xm[iso]
     if rho is None:
-        spread = float(np.linalg.norm(X[edges[:, 0]] - X[edges[:, 1]], axis=1).mean())
+        spread = float(graph.distances(X).mean())
         rho = float(np.clip(4.0 * cap.mean() / max(spread, 1e-12), 1e-6, 1e6))
     Zi = np.ascontiguousarray(X[edges[:, 0]])
     Zj = np.ascontiguousarray(X[edges[:, 1]])
@@ -168,10 +172,6 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         Ui = np.zeros((graph.n_edges, d))
         Uj = np.zeros((graph.n_edges, d))
     fused = np.zeros(graph.n_edges, np.uint8)
-    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
-    done = warm_partition_solution(prob, certifier, X0, flows0, start, "admm")
-    if done is not None:
-        return done
     hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
             "certified_kkt": []}
     if record_objective:

@@ -180,6 +180,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     graph = prob.graph
     if prob.lam == 0.0 or graph.n_edges == 0:
         return trivial_solution(prob, tol, "ssnal", start, X0)
+    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
+    done = warm_partition_solution(prob, certifier, X0, flows0, start, "ssnal")
+    if done is not None:
+        return done
 
     loss = prob.loss
     A = np.ascontiguousarray(loss.F)
@@ -191,7 +195,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     X = A.copy() if X0 is None else np.array(X0, dtype=float)
     Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
     if sigma is None:
-        spread = np.linalg.norm(A[edges[:, 0]] - A[edges[:, 1]], axis=1).mean()
+        spread = graph.distances(A).mean()
         sigma = float(cap.mean() / max(spread, 1e-12))
         sigma = min(max(sigma, 1e-4), 1e4)
     sigma = min(sigma, sigma_max)
@@ -202,10 +206,6 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     wts = np.empty(m)
     pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and m > n * n / 8)))
     pre_sigma = None
-    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
-    done = warm_partition_solution(prob, certifier, X0, flows0, start, "ssnal")
-    if done is not None:
-        return done
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
     eta_p_prev = np.inf
