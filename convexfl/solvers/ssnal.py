@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
-from ..certificates import factor_laplacian
+from ..certificates import factor_spd
 from ._common import (
     Certifier,
     check_bool,
@@ -122,7 +122,7 @@ class _Precond:
             adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n))
             adj = adj.tocsc()
             deg = np.asarray(adj.sum(axis=1)).ravel()
-            self.solve = factor_laplacian(sp.diags(self.coef + deg) - adj).solve
+            self.solve = factor_spd(sp.diags(self.coef + deg) - adj).solve
 
 
 def _flush(V):
