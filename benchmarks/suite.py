@@ -16,19 +16,23 @@ Cases (λ always in the canonical (SON) convention):
     {1e3}), d = 3, a seeded 5-component Gaussian mixture, λ = 3 (K = 4 at N = 1e3 and 1e4),
     plus two harder rows at N = 1e3: λ = 1 (K = 15) and λ = 0.5 (K = 359, near-degenerate:
     pairs ~1e-9 apart at the optimum). (λ = 1 at N = 1e4 gives ~4000 near-degenerate
-    clusters; not in the table.) No cvxpy: the certificate is reported. SSNAL's outer
-    iterations are capped at the larger sizes (2 at N = 5e4: ``converged`` stays honest).
+    clusters; not in the table. λ = 3 stops being the K = 4 regime above N = 1e4: at
+    N = 2e4 SSNAL certifies K = 100 in ~180 s, so the N = 5e4 row is a hard instance.) No
+    cvxpy: the certificate is reported. SSNAL's outer iterations are capped at the larger
+    sizes (2 at N = 5e4: ``converged`` stays honest).
 ``moons_path``
     A 551-value λ path (0, 0.2, …, 110; quick: every 10th value) of convex clustering on
     scikit-learn's ``make_moons(n_samples=5000, noise=0.1)``, kNN graph k = 15 with
-    Gaussian weights φ = 2, each λ warm-started from the previous solution (a small loop
-    here; the public path API lives in ``convexfl.path``).
+    Gaussian weights φ = 2, traced by the public :func:`convexfl.son_path` (each λ
+    warm-started from the previous solution; its time includes the exact fusion threshold
+    λ̂, an SOCP solved once).
 
-Every solve is timed by wall clock around ``convexfl.solve`` (certificate checks included:
-they are the stopping test); numba compilation is done beforehand on tiny problems and
-reported separately ("JIT warm-up"). The reference is cvxpy + Clarabel at ``tol=1e-9``
-(interior point + polish, certificate ~1e-14): "rel. gap" is ``(F − F_ref)/|F_ref|`` and
-"speed-up" is the reference's time over the method's time, in the same run.
+Every solve is timed by wall clock around ``convexfl.solve`` (the path: around
+``convexfl.son_path``; certificate checks included: they are the stopping test); numba
+compilation is done beforehand on tiny problems and reported separately ("JIT warm-up").
+The reference is cvxpy + Clarabel at ``tol=1e-9`` (interior point + polish, certificate
+~1e-14): "rel. gap" is ``(F − F_ref)/|F_ref|`` and "speed-up" is the reference's time over
+the method's time, in the same run.
 """
 
 from __future__ import annotations
@@ -166,28 +170,20 @@ def case_moons_path(quick):
 
     A, _ = make_moons(n_samples=5000, noise=0.1, random_state=0)
     graph = cfl.graphs.knn(A, 15, phi=2.0)
-    loss = cfl.losses.Quadratic(A)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 1.0)
     lams = np.round(np.arange(0, 551) * 0.2, 10)
     if quick:
         lams = lams[::10]
-    prev = None
-    kkts, conv, ks, times = [], [], [], []
-    t0 = time.perf_counter()
-    for lam in lams:
-        prob = cfl.SumOfNorms(loss, graph, float(lam))
-        res, t = _timed(lambda p=prob, w=prev: cfl.solve(p, method="ssnal", tol=1e-6,
-                                                         warm_start=w))
-        prev = res
-        kkts.append(res.kkt_residual)
-        conv.append(res.converged)
-        ks.append(res.n_clusters)
-        times.append(t)
-    total = time.perf_counter() - t0
-    note = (f"{len(lams)} λ, warm-started; clusters {ks[0]}→{ks[-1]}; "
-            f"{int(np.sum(conv))}/{len(lams)} certified; slowest λ {max(times):.2f} s")
-    return [{"problem": "moons path (551 λ)" if not quick else "moons path (56 λ)",
-             "N": 5000, "d": 2, "edges": graph.n_edges, "solver": "ssnal", "time_s": total,
-             "rel_gap": None, "kkt": float(np.max(kkts)), "converged": bool(all(conv)),
+    path, total = _timed(lambda: cfl.son_path(prob, lams, method="ssnal", tol=1e-6,
+                                              progress=False))
+    times = path.time_s.tolist()
+    ks = path.n_clusters.tolist()
+    note = (f"{len(lams)} λ by convexfl.son_path (incl. λ̂ = {path.lam_hat:.4g}, an exact "
+            f"SOCP); clusters {ks[0]}→{ks[-1]}; {int(path.converged.sum())}/{len(lams)} "
+            f"certified; slowest λ {max(times):.2f} s")
+    return [{"problem": f"moons path ({len(lams)} λ)", "N": 5000, "d": 2,
+             "edges": graph.n_edges, "solver": "ssnal", "time_s": total, "rel_gap": None,
+             "kkt": float(np.max(path.kkt_residual)), "converged": bool(path.converged.all()),
              "n_clusters": int(ks[-1]), "n_iter": len(lams), "speedup": None, "note": note,
              "path_clusters": ks, "path_lams": lams.tolist(), "path_times": times}]
 

@@ -11,6 +11,12 @@
   reduced problem (RED) of the partition (smooth while the centroids stay apart), merging
   clusters whose centroids meet, then certify again. The solver stops only when a candidate
   is certified.
+- Warm starts along a path (:meth:`Certifier.warm`): the previous solution's partition is
+  re-optimised at the new λ and certified before any iteration. Its merges come from its
+  reduced problem, solved by ADMM (:meth:`Certifier._merged`); its flows are moved to the
+  new λ (:func:`_moved_flows`: extrapolated along ``Solution.flow_slope`` when the previous
+  step kept its partition). Measured on the make_moons 551-λ path (n = 5000): 500 of the
+  551 λ need no iteration, ~10 ms each.
 
 ``fuse_tol``: candidates are exactly clustered (rows of a cluster are bitwise equal), so the
 certificate and ``Solution.labels`` use ``fuse_tol = FUSE_RTOL · (1 + max_i ‖x_i‖)`` with

@@ -23,8 +23,9 @@ refined by Newton's method on the reduced problem of its partition (exact once t
 is right), see :mod:`convexfl.solvers._common`.
 
 Warm starts: ``X0`` and ``flows0`` (e.g. ``warm_start=`` a previous :class:`Solution` of any
-method, whose flows are rescaled to the new λ); the copies start at ``z = x`` and the scaled
-duals at ``±flows/ρ`` — a fixed point when the warm start is optimal.
+method, whose flows are moved to the new λ, see :mod:`convexfl.solvers._common`); the copies
+start at ``z = x`` and the scaled duals at ``±flows/ρ`` — a fixed point when the warm start
+is optimal. The warm start's partition is re-optimised and certified before any iteration.
 """
 
 from __future__ import annotations

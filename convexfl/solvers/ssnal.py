@@ -91,7 +91,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         Refine candidates by Newton on the reduced problem before certifying.
     X0, flows0, warm_start
         Warm start: models (N, d), flows (E, d) (projected on the capacities), or a previous
-        ``Solution`` of any method (its flows rescaled to the new λ).
+        ``Solution`` of any method (its flows moved to the new λ: extrapolated along its
+        ``flow_slope`` when it has one, see :class:`~convexfl.solvers.Solution`). The warm
+        start's partition is re-optimised and certified before any iteration.
     """
     opts = dict(tol=tol, max_iter=max_iter, sigma=sigma, sigma_factor=sigma_factor,
                 sigma_max=sigma_max, max_newton=max_newton, cg_max_iter=cg_max_iter,
