@@ -1,6 +1,8 @@
 """Warm starts along a λ path: flows carried and extrapolated, merges found on the reduced
 problem, the certificate's factor reused, and failing candidates given up honestly."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,37 @@ def test_a_failing_candidate_stops_early_with_bracketing_bounds():
     assert quick.kkt_residual > 1e-6 and quick.flow_iterations < 5000
     assert quick.kkt_abs >= exact.kkt_abs_lower * (1 - 1e-12)
     assert quick.kkt_abs_lower <= exact.kkt_abs * (1 + 1e-12)
+
+
+def mixture_knn(n=600, lam=3.0, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((5, 3)) * 3.0
+    A = centres[rng.integers(0, 5, n)] + 0.7 * rng.standard_normal((n, 3))
+    with warnings.catch_warnings():  # the kNN graph of a mixture may be disconnected
+        warnings.simplefilter("ignore", UserWarning)
+        graph = cfl.graphs.knn(A, 10)
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, lam)
+
+
+def test_admm_coarsening_certifies_from_an_early_partition():
+    prob = mixture_knn()
+    ref = cfl.solve(prob, method="ssnal", tol=1e-10)
+    plain = cfl.solve(prob, method="admm", coarsen=False)
+    res = cfl.solve(prob, method="admm", coarsen=True)
+    assert res.converged and plain.converged
+    assert "coarsened_at" in res.history and res.n_iter < plain.n_iter
+    assert res.n_clusters == ref.n_clusters
+    np.testing.assert_allclose(res.X, ref.X, atol=1e-8)
+
+
+def test_coarsening_waits_for_the_partition_to_halve():
+    prob = mixture_knn()
+    certifier = Certifier(prob, 1e-6, polish=True)
+    none_fused = np.zeros(prob.graph.n_edges, bool)
+    assert not certifier.coarsen(none_fused, prob.loss.points, None)
+    assert certifier.count == 0 and certifier.coarse_k == prob.n_users
+
+
+def test_coarsen_option_is_checked():
+    with pytest.raises((TypeError, ValueError), match="coarsen"):
+        cfl.solve(mixture_knn(n=50), method="admm", coarsen="yes")

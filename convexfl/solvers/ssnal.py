@@ -43,6 +43,7 @@ from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
 from ..certificates import factor_spd
 from ._common import (
+    COARSEN_MIN,
     Certifier,
     check_bool,
     check_common,
@@ -285,6 +286,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
+        if n >= COARSEN_MIN and polish and certifier.coarsen(fused, X, Y):
+            hist["coarsened_at"] = outer
+            converged = True
+            break
         eps_inner = max(0.05 * tol_abs, 0.2 * eta_p)
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
         # only worsens the Newton systems' conditioning (profiled: σ → 1e8 with 50 Newton
