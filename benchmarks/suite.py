@@ -212,15 +212,22 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5))
     series = {}
     for r in rows:
         if r["problem"].startswith("quadratic"):
             key = f"{r['problem']} / {r['solver']}"
-            series.setdefault(key, []).append((r["N"], r["time_s"]))
-    for key, pts in sorted(series.items()):
+            series.setdefault(key, []).append((r["N"], r["time_s"], r["converged"]))
+    colours = plt.get_cmap("tab20").colors
+    failed = []
+    for c, (key, pts) in enumerate(sorted(series.items())):
         pts.sort()
-        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", label=key)
+        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", color=colours[c % 20],
+                  label=key)
+        failed += [p for p in pts if not p[2]]
+    if failed:
+        ax.loglog([p[0] for p in failed], [p[1] for p in failed], "kx", ms=11, mew=2,
+                  label="not certified (iteration cap)")
     ax.set_xlabel("N (users)")
     ax.set_ylabel("time [s]")
     ax.set_title("convexfl: time to certified KKT ≤ 1e-6 (cvxpy: tol 1e-9)")
