@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import _kernels  # noqa: F401  (the package's numba set-up: NUMBA_CACHE_DIR)
+from . import _kernels  # also the package's numba set-up (NUMBA_CACHE_DIR)
 
 
 @njit(cache=True)
@@ -50,14 +50,9 @@ def flow_dual(z, G, edges, cap):
     for i in range(z.shape[0]):
         for k in range(z.shape[1]):
             val += z[i, k] * (G[i, k] - 0.5 * z[i, k])
+    dist = _kernels.edge_norms(z, edges)
     for e in range(edges.shape[0]):
-        i = edges[e, 0]
-        j = edges[e, 1]
-        s = 0.0
-        for k in range(z.shape[1]):
-            t = z[i, k] - z[j, k]
-            s += t * t
-        val -= cap[e] * np.sqrt(s)
+        val -= cap[e] * dist[e]
     return val
 
 
