@@ -25,7 +25,10 @@ Stopping is on the certificate, as for every convexfl method: when the ALM resid
 (primal ``‖DX − Z‖``, dual ``‖∇ψ‖``, normalised like the certificate) are below ``tol``, the
 clustered candidate of the fused edges is certified by
 :func:`convexfl.certificates.kkt_residual` (flows ``Y``), polished by Newton on the reduced
-problem if needed (``polish=True``), and the solver stops only below ``tol``.
+problem if needed (``polish=True``), and the solver stops only below ``tol``. From
+``N ≥ 2000`` users, each outer iteration whose fused partition has halved its number of
+clusters is also offered to :meth:`~convexfl.solvers._common.Certifier.coarsen` (merges from
+its reduced problem).
 
 Only the quadratic loss is supported (the method uses ``∇²f = diag(c_i)``); other losses
 raise :class:`~convexfl.solvers.IncompatibleLossError` — use ``method="admm"``.
