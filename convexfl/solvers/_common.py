@@ -2,8 +2,8 @@
 
 - :func:`son_dispatch`: ``Reduced`` problems are (SON) problems on ``prob.inner``: solve it
   and expand; ``SquaredPenalty`` is refused with a clear message.
-- :func:`separable_solution`: λ = 0 or a graph without edges: ``x_i = argmin f_i``.
-- :func:`candidate`: the certified stopping test. From the edges a solver has **exactly**
+- :func:`trivial_solution`: λ = 0 or a graph without edges: ``x_i = argmin f_i``.
+- :class:`Certifier`: the certified stopping test. From the edges a solver has **exactly**
   fused (its edge variables are block soft-thresholded, so fusion is an exact zero), build the
   partition (connected components), the clustered ``X`` (cluster means) and certify it with
   :func:`convexfl.certificates.kkt_residual`, the solver's flows ``u_e = λ w_e s_e`` as the
@@ -336,7 +336,7 @@ class Certifier:
         problem for its merges (:meth:`_merged`, any size), polish and certify. Early in a
         run the solver's exact fusions are often already a refinement of the solution, and
         the reduced problem is much smaller (measured: kNN N = 5e4, λ = 10: ADMM certifies
-        K = 4 in 10 s this way; SSNAL alone needs 117 s). Where they are not (wrong fusions)
+        K = 4 in 10 s this way; SSNAL needs ~120 s). Where they are not (wrong fusions)
         the attempt fails; one attempt can overrun the budget (measured: ADMM on make_moons
         n = 5000 at λ = 0.2, 16 s without attempts, 21 s with). Returns True when a
         candidate is certified."""
@@ -384,8 +384,9 @@ class Certifier:
         """True when the partition of ``fused_mask`` is new and its Newton system small
         (``K · d ≤ SMALL_NEWTON``): such a candidate is worth certifying however early,
         since Newton on its reduced problem merges what is left to merge. (Measured with
-        the bound at ``POLISH_MAX`` instead: make_moons n = 5000 at λ = 0.025, K = 2854, went
-        from 9 s to 24 s, every early polish wasted; kNN N = 1e4 at λ = 3, K = 4, gains.)"""
+        the bound at ``POLISH_MAX`` instead: make_moons n = 5000 at λ = 0.025, K = 2854, took
+        24 s instead of 11 s, every early polish wasted; kNN N = 1e4 at λ = 3, K = 4,
+        certifies after one outer iteration either way.)"""
         if not self.do_polish:
             return False
         labels = components(self.prob.n_users, self.prob.graph.edges, fused_mask)
@@ -393,9 +394,10 @@ class Certifier:
         return small and hash(labels.tobytes()) != self.last_polished
 
     def warm(self, X0, flows0):
-        """Certify the warm start's partition re-optimised at this λ (Newton on its reduced
-        problem, clusters merging as their centroids meet) before any iteration: along a
-        path the partition changes at few λ, and then no iteration is needed."""
+        """Certify the warm start's partition re-optimised at this λ before any iteration
+        (Newton on its reduced problem; if that fails, its merges from the reduced problem
+        solved by ADMM, then Newton again): along a path the partition changes at few λ,
+        and mostly by merges, so most λ need no iteration."""
         start = time.perf_counter()
         self.count += 1
         prob = self.prob
