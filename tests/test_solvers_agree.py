@@ -135,3 +135,23 @@ def test_random_instances_of_every_loss_agree(seed, lam, name, kind, method):
     assert ref.converged, ref.message
     opts = {"random_state": 0} if method == "pdmm" else {}
     assert_agrees(cfl.solve(prob, method=method, tol=1e-7, **opts), ref, 1e-7)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 10_000), name=st.sampled_from(LOSS_NAMES),
+       kind=st.sampled_from(["complete", "knn"]), method=st.sampled_from(["admm", "ssnal"]),
+       lam0=st.floats(0.02, 0.5))
+def test_warm_started_paths_agree_with_cold_references(seed, name, kind, method, lam0):
+    """Along a λ path every warm start (moved or extrapolated flows, merged warm partitions,
+    n_iter = 0 exits) gives the reference's solution."""
+    if method == "ssnal":
+        name = "quadratic"
+    loss = make_loss(name, n_users=N_USERS, dim=3, seed=seed)
+    graph = graph_of(kind, N_USERS, seed)
+    prev = None
+    for lam in lam0 * np.array([1.0, 1.3, 1.6, 2.5, 4.0]):
+        prob = cfl.SumOfNorms(loss, graph, float(lam))
+        ref = cfl.solve(prob, tol=1e-9)
+        assert ref.converged, ref.message
+        prev = cfl.solve(prob, method=method, tol=1e-7, warm_start=prev)
+        assert_agrees(prev, ref, 1e-7)
