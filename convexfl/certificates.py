@@ -253,23 +253,23 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     def project(u):
         return project_flows(np.array(u, dtype=float, order="C"), cap)
 
-    def norm_and_dual(u):
+    def norm_dual_residual(u):
         R = flow_residual(G, edges, u)
-        return float(np.sqrt(np.sum(R * R))), flow_dual(R, G, edges, cap)
+        return float(np.sqrt(np.sum(R * R))), flow_dual(R, G, edges, cap), R
 
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
     if hint is not None and atarget is not None:
         # a solver's stopping test: its own flows may already decide it (no factorisation)
         u_h = project(hint)
-        up_h, low_h = norm_and_dual(u_h)
+        up_h, low_h, _ = norm_dual_residual(u_h)
         if up_h <= atarget:
             return up_h, float(np.sqrt(2 * max(low_h, 0.0))), 0, u_h
     potential = _potential_solver(G.shape[0], edges, w, lam)
     u_pot = potential(G)
     starts = [project(u_pot)] + ([] if hint is None else [project(hint)])
-    scored = [(norm_and_dual(v), k) for k, v in enumerate(starts)]
-    (upper, low_s), best = min(scored)
-    u = starts[best]
+    scored = [norm_dual_residual(v) for v in starts]
+    best = int(np.argmin([sc[0] for sc in scored]))
+    (upper, low_s, R), u = scored[best], starts[best]
     # z = R(u_pot) (the component means) attains the unconstrained optimum: a lower bound
     lower2 = max(flow_dual(flow_residual(G, edges, u_pot), G, edges, cap), low_s, 0.0)
     it = 0
@@ -283,14 +283,14 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     # the capacity balls: converges linearly when a feasible flow has slack
     while upper - np.sqrt(2 * lower2) > rtol * upper + atol and it < min(max_iter, 200):
         it += 1
-        cand = project(u + potential(flow_residual(G, edges, u)))
-        up_c, low_c = norm_and_dual(cand)
+        cand = project_flows(u + potential(R), cap)
+        up_c, low_c, R_c = norm_dual_residual(cand)
         lower2 = max(lower2, low_c)
         if up_c >= upper * 0.95:  # slow progress: FISTA does better from here
             if up_c < upper:
                 u, upper = cand, up_c
             break
-        u, upper = cand, up_c
+        u, upper, R = cand, up_c, R_c
         if decided(upper, lower2):
             return upper, float(np.sqrt(2 * lower2)), it, u
     if upper - np.sqrt(2 * lower2) <= rtol * upper + atol or it >= max_iter:
