@@ -74,6 +74,12 @@ def test_penalties():
     assert g.squared_penalty(X) == pytest.approx(50.0)
     with pytest.raises(ValueError, match="X: expected 3 rows"):
         g.penalty(X[:2])
+    np.testing.assert_allclose(g.distances(X), [5.0, 0.0])
+    np.testing.assert_allclose(g.distances(X), np.linalg.norm(g.differences(X), axis=1))
+    with pytest.raises(ValueError, match="X: expected 3 rows"):
+        g.distances(X[:2])
+    with pytest.raises(ValueError, match="X: contains"):
+        g.distances(np.array([[0.0, np.nan], [1.0, 1.0], [2.0, 2.0]]))
 
 
 def test_graph_argument_errors():
