@@ -26,6 +26,7 @@ import numpy as np
 from .._validation import as_int, as_scalar
 from ..certificates import kkt_residual
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
+from ._common import check_bool
 from .base import Solution, SolverError
 
 __all__ = ["ReferenceModel", "solve_reference"]
@@ -172,9 +173,7 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
     # 'optimal_inaccurate', even at its default 1e-8 on well-posed problems); the polish step
     # recovers full precision from a looser solution, and the certificate is the arbiter
     # either way (``converged`` is still judged against kkt_tol).
-    if not isinstance(accept_inaccurate, (bool, np.bool_)):
-        raise TypeError(f"accept_inaccurate: expected True or False, got "
-                        f"{type(accept_inaccurate).__name__}")
+    accept_inaccurate = check_bool(accept_inaccurate, "accept_inaccurate")
     ladder = [tol] + ([t for t in _FALLBACK_TOLS if t > tol]
                       if solver == "CLARABEL" and not accept_inaccurate else [])
     for attempt, tol_used in enumerate(ladder):
