@@ -23,14 +23,19 @@ normalised:
 
 .. math::
 
-    \text{kkt\_residual} = \frac{r(X)}{1 + \|∇f(X)\|_F} .
+    \text{kkt\_residual} = \frac{r(X)}{g + \|∇f(X)\|_F} ,
+
+with ``g`` the problem's gradient scale: the certificate is computed in the standard units
+of :mod:`convexfl.units` (data centred, of unit spread), where ``g = 1``, and reported in
+yours, where ``g = σ/s``. It is therefore the same number for data at any scale and offset.
 
 The squared-penalty problem is smooth: its residual is its normalised gradient norm. The
 reduced problem (RED) is certified as the (SON) problem of its super-users, at the cluster
 means of ``X``.
 
-The default ``fuse_tol`` is ``1e-6 · (1 + max_i ‖x_i‖)`` (:data:`DEFAULT_FUSE_RTOL`);
-solvers pass their own, tied to their accuracy.
+The default ``fuse_tol`` is ``1e-6 · (1 + max_i ‖z_i‖)`` in standard units
+(:data:`DEFAULT_FUSE_RTOL`), i.e. ``1e-6 · (s + max_i ‖x_i − c‖)`` in yours; solvers pass
+their own, tied to their accuracy.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from scipy.sparse.linalg import splu
 
 from ._validation import as_float_array, as_int, as_scalar
 from .problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
+from .units import standardise
 
 __all__ = ["DEFAULT_FUSE_RTOL", "Certificate", "kkt_residual"]
 
@@ -57,7 +63,7 @@ class Certificate:
     Attributes
     ----------
     kkt_residual : float
-        ``r(X) / (1 + ‖∇f(X)‖_F)`` with ``r`` the certified upper bound.
+        ``r(X) / (grad_scale + ‖∇f(X)‖_F)`` with ``r`` the certified upper bound.
     kkt_abs : float
         The certified upper bound on ``r(X)``.
     kkt_abs_lower : float
@@ -71,13 +77,16 @@ class Certificate:
     n_fused_edges : int
         Edges of the graph treated as fused.
     grad_norm : float
-        ``‖∇f(X)‖_F`` (the normaliser minus one).
+        ``‖∇f(X)‖_F``.
     flow_iterations : int
         Iterations of the flow refinement (0 when a closed-form flow was optimal).
     flows : ndarray (E, d) or None
         The flows ``u_e = λ w_e s_e`` that attain ``kkt_abs`` (fixed on the non-fused edges,
         found on the fused ones; ``None`` for the squared penalty): a warm start for the
         next certificate along a path.
+    grad_scale : float
+        The problem's gradient scale ``g`` of the normaliser ``g + ‖∇f(X)‖_F`` (1 in
+        standard units, ``σ/s`` in yours: :mod:`convexfl.units`).
     """
 
     kkt_residual: float
@@ -90,6 +99,7 @@ class Certificate:
     grad_norm: float
     flow_iterations: int
     flows: np.ndarray | None = None
+    grad_scale: float = 1.0
 
 
 def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: float = 1e-3,
@@ -101,8 +111,8 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     prob : SumOfNorms, SquaredPenalty or Reduced
     X : array (N, d)
     fuse_tol : float, optional
-        Distance under which a pair counts as fused (default
-        ``DEFAULT_FUSE_RTOL · (1 + max_i ‖x_i‖)``).
+        Distance under which a pair counts as fused, in your units (default
+        ``DEFAULT_FUSE_RTOL · (1 + max_i ‖z_i‖)`` in standard units).
     flows : array (E, d), optional
         A solver's guess of ``u_ij = λ w_ij s_ij`` on every edge (e.g. from its duals);
         only a starting point — the certificate does not trust it.
@@ -117,6 +127,16 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         certified, ``exact`` is False unless they also agree to ``rtol``). Solvers use it
         to keep their stopping tests cheap.
     """
+    units, std = standardise(prob)
+    if units is not None and not units.is_identity:
+        X = prob.check_X(X)
+        if fuse_tol is not None:
+            fuse_tol = as_scalar(fuse_tol, "fuse_tol", low=0.0) / units.scale
+        if flows is not None:
+            flows = as_float_array(flows, "flows", ndim=2) / units.grad
+        cert = kkt_residual(std, units.x_to(X), fuse_tol=fuse_tol, flows=flows, rtol=rtol,
+                            max_iter=max_iter, target=target)
+        return units.certificate_from(cert, prob.objective(X))
     if isinstance(prob, SquaredPenalty):
         X = prob.check_X(X)
         g = prob.gradient(X)

@@ -162,6 +162,31 @@ class Loss:
         """Strong convexity constants ``μ_i`` (0 when not strongly convex), shape (N,)."""
         raise NotImplementedError
 
+    # -- standard units --------------------------------------------------------------
+    _standard = False  # True for a loss in standard units (and for its aggregates)
+
+    @cached_property
+    def standard(self):
+        r"""``(units, loss)``: this loss in standard units (:mod:`convexfl.units`).
+
+        With ``units = (c, s, σ)`` the standard loss satisfies ``f_i(c + s z) = σ f'_i(z)``
+        exactly, and its data are centred and of unit spread: the same standard loss (to
+        rounding) comes out of any rescaled or shifted copy of the data that (SON) is
+        equivariant under. A loss already in standard units is its own standard form.
+        """
+        from .units import Units
+        form = None if self._standard else self._standardised()
+        if form is None:
+            return Units.identity(self.dim), self
+        shift, scale, fscale, out = form
+        out._standard = True
+        return Units(shift, scale, fscale), out
+
+    def _standardised(self):
+        """``(c, s, σ, standard loss)`` (see :attr:`standard`), or None for a loss without
+        a standard form (it is then used in its own units)."""
+        return None
+
     # -- structure -------------------------------------------------------------------
     def aggregate(self, partition) -> Loss:
         """The loss of the reduced problem: user ``k`` gets ``Σ_{i ∈ C_k} f_i``.
@@ -225,7 +250,18 @@ class Quadratic(Loss):
         spread = 0.5 * self.coef * np.sum((self.F - centre[labels]) ** 2, axis=1)
         out = Quadratic(centre, w)
         out.offset = np.bincount(labels, weights=spread + self.offset, minlength=k)
+        out._standard = self._standard
         return out
+
+    def _standardised(self):
+        """Centre ``c`` = the weighted mean of the points, ``s`` = their largest distance
+        from it, ``σ = s²``: ``(w/2)‖c + s z − a‖² = s² (w/2)‖z − (a − c)/s‖²``."""
+        c = self.coef @ self.F / self.coef.sum()
+        s = _positive(float(np.max(np.linalg.norm(self.F - c, axis=1))))
+        out = Quadratic((self.F - c) / s, self.coef)
+        out.offset = self.offset / (s * s)
+        out.user_labels = self.user_labels
+        return c, s, s * s, out
 
     def cvxpy_value(self, Xvar):
         import cvxpy as cp
@@ -347,7 +383,24 @@ class _GLM(Loss):
                         np.concatenate([[0], np.cumsum(counts)]), ridge,
                         np.bincount(labels, weights=self.offset, minlength=k), self.delta,
                         np.arange(k))
+        out._standard = self._standard
         return out
+
+    scales_targets = False  # True where φ(t, y) is homogeneous of degree 2 in (t, y, δ)
+
+    def _standardised(self):
+        """Features of unit RMS ``t`` and, where ``φ`` allows it (least squares, Huber),
+        targets of unit RMS ``ŷ``: ``x = (ŷ/t) z``, ``σ = ŷ²``, so that
+        ``φ(⟨a, x⟩, y) = ŷ² φ(⟨a/t, z⟩, y/ŷ)`` (with ``δ/ŷ`` for Huber) and the ridge becomes
+        ``c/t²``."""
+        t = _positive(float(np.sqrt(np.mean(self.F ** 2))))
+        yhat = _positive(float(np.sqrt(np.mean(self.y ** 2)))) if self.scales_targets else 1.0
+        s, sigma = yhat / t, yhat * yhat
+        out = object.__new__(type(self))
+        out.c = getattr(self, "c", 0.0) / (t * t)
+        out._set_arrays(self.F / t, self.y / yhat, self.coef, self.ptr, self.ridge / (t * t),
+                        self.offset / sigma, self.delta / yhat, self.user_labels)
+        return np.zeros(self.dim), s, sigma, out
 
     def cvxpy_value(self, Xvar):
         import cvxpy as cp
@@ -366,6 +419,7 @@ class LeastSquares(_GLM):
 
     name = "least_squares"
     code = K.LEAST_SQUARES
+    scales_targets = True
 
     @cached_property
     def strong_convexity(self):
@@ -440,6 +494,7 @@ class Huber(_GLM):
 
     name = "huber"
     code = K.HUBER
+    scales_targets = True
 
     def _delta(self, delta: float = 1.0):
         return as_scalar(delta, "delta", low=0.0, low_inclusive=False)
@@ -466,3 +521,8 @@ class Poisson(_GLM):
     def _cvxpy_phi(self, t):
         import cvxpy as cp
         return cp.exp(t) - cp.multiply(self.y, t)
+
+
+def _positive(scale: float) -> float:
+    """A scale to divide by: ``scale`` when it is positive and finite, else 1."""
+    return scale if 0.0 < scale < np.inf else 1.0

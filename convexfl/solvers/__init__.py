@@ -21,7 +21,9 @@ Methods
     N = 5e4, ADMM far slower — 20000 iterations without certifying); ``"admm"`` for other
     losses (``"cvxpy"`` for the squared penalty).
 
-All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
+Every method works in the standard units of :mod:`convexfl.units` (data centred, of unit
+spread; the solution is reported in yours), so its tolerances mean the same at any data scale
+and offset. All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
 :mod:`convexfl.certificates`) and ``max_iter`` (the method's iteration limit), and return a
 :class:`Solution` whose ``kkt_residual`` is computed from ``X`` by
 :mod:`convexfl.certificates`, so that no solver is trusted on its own word. A run that
@@ -32,6 +34,7 @@ their numba kernels on first use (cached on disk afterwards), never at import.
 
 from __future__ import annotations
 
+from ..units import standardise, warm_options_to
 from .base import IncompatibleLossError, Solution, SolverError
 from .reference import solve_reference
 
@@ -92,4 +95,8 @@ def solve(prob, method: str = "cvxpy", **options) -> Solution:
         fn = METHODS[method]
     except (KeyError, TypeError):
         raise ValueError(f"method: expected one of {sorted(METHODS)}, got {method!r}") from None
-    return fn(prob, **options)
+    units, std = standardise(prob)
+    if units is None or units.is_identity:
+        return fn(prob, **options)
+    sol = fn(std, **warm_options_to(units, prob, options))
+    return units.solution_from(sol, prob)
