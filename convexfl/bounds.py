@@ -56,6 +56,7 @@ from scipy.spatial.distance import cdist, pdist
 from ._validation import as_int, as_scalar, check_partition
 from .losses import LeastSquares, Quadratic
 from .problems import Reduced, SumOfNorms, oracle
+from .units import standardise
 
 __all__ = ["Bound", "PartitionCertificate", "KINDS", "theorem1_threshold",
            "theorem2_threshold", "theorem12_interval", "conservative_interval",
@@ -224,7 +225,7 @@ def _affine_parts(loss):
 
 
 def _same_matrix(A, B) -> bool:
-    return bool(np.allclose(A, B, rtol=1e-12, atol=1e-14 * (1.0 + np.abs(A).max())))
+    return bool(np.allclose(A, B, rtol=1e-12, atol=1e-14 * np.abs(A).max()))
 
 
 def _data_lipschitz(loss) -> np.ndarray:
@@ -286,9 +287,12 @@ def _minimise_users(loss, X0=None, *, tol=1e-13, max_iter=100):
 
 def _minimisers(loss, labels, method="cvxpy", solver_options=None):
     """``w_k† = argmin Σ_{i∈C_k} f_i`` per cluster (cvxpy reference, then Newton polish),
-    shape (K, d)."""
+    shape (K, d); computed in standard units (:mod:`convexfl.units`)."""
     from .solvers import solve
 
+    units, std = loss.standard
+    if not units.is_identity:
+        return units.x_from(_minimisers(std, labels, method, solver_options))
     agg = loss.aggregate(labels)
     parts = _affine_parts(agg)
     if parts is not None:
@@ -310,15 +314,25 @@ def _minmax_flow(n, edges, weights, B, *, balance_tol=1e-8):
     node), solved as an SOCP with Clarabel.
 
     Returns ``(ρ, u)``; ``ρ = inf`` (``u = None``) when a connected component of the edges
-    has ``‖Σ B‖`` above ``balance_tol · (1 + max ‖B_i‖)`` (no flow exists). Otherwise each
+    has ``‖Σ B‖`` above ``balance_tol · max ‖B_i‖`` (no flow exists). ``B`` is scaled to
+    ``max ‖B_i‖ = 1`` for the SOCP, so ρ is relative to the data's scale, not absolute. Otherwise each
     component's sum is projected out first (it is the residual of the problem that produced
     ``B``).
     """
+    B = np.array(B, dtype=float)
+    scale = float(np.max(np.linalg.norm(B, axis=1), initial=0.0))
+    if scale == 0.0:
+        return 0.0, np.zeros((len(edges), B.shape[1]))
+    rho, u = _minmax_flow_unit(n, edges, weights, B / scale, balance_tol)
+    return rho * scale, (None if u is None else u * scale)
+
+
+def _minmax_flow_unit(n, edges, weights, B, balance_tol):
+    """:func:`_minmax_flow` for ``max_i ‖B_i‖ = 1`` (Clarabel's tolerances are absolute)."""
     import clarabel
 
-    B = np.array(B, dtype=float)
     d = B.shape[1]
-    tol = balance_tol * (1.0 + float(np.max(np.linalg.norm(B, axis=1), initial=0.0)))
+    tol = balance_tol
     E = len(edges)
     if E == 0:
         return (0.0 if np.all(np.linalg.norm(B, axis=1) <= tol) else math.inf), np.zeros((0, d))
@@ -390,7 +404,7 @@ def _ball_norm_extrema(A, e):
     s = np.maximum(s, 0.0)
     t = V.T @ (A.T @ e)
     ee = float(e @ e)
-    scale = 1.0 + float(s.max(initial=0.0)) + float(np.linalg.norm(t))
+    scale = float(s.max(initial=0.0)) + float(np.linalg.norm(t)) + math.sqrt(ee) + 1e-300
     zero_s = s <= 1e-14 * scale
 
     def value(v):
@@ -531,10 +545,16 @@ def _red_note(rec) -> str:
 
 
 class _Probe:
-    """Everything about a partition at a given λ, computed once per λ and cached."""
+    """Everything about a partition at a given λ, computed once per λ and cached.
+
+    It works on the standard problem (:mod:`convexfl.units`) and answers in the user's
+    units: :meth:`at` and :meth:`set_fusion` take λ in the user's (SON) units, and the
+    records :meth:`at` returns hold λ, models, gradients and distances in them too.
+    """
 
     def __init__(self, prob, partition, *, method="cvxpy", solver_options=None):
-        self.prob = _check_son(prob)
+        self.units, prob = standardise(_check_son(prob))
+        self.prob = prob
         self.loss, self.graph = prob.loss, prob.graph
         self.labels = check_partition(partition, prob.n_users)
         self.K = int(self.labels.max()) + 1
@@ -579,7 +599,20 @@ class _Probe:
             raise
 
     def at(self, lam, *, theorems=True, flows=True) -> dict:
-        lam = float(lam)
+        """The record at λ (user's units)."""
+        return self._in_user_units(self._at(float(lam) / self.units.grad, theorems, flows))
+
+    def _in_user_units(self, rec) -> dict:
+        u = self.units
+        per = {"lam": u.grad, "thm1_per_cluster": u.grad, "thm1": u.grad, "thm2": u.grad,
+               "rho": u.grad, "G": u.grad, "balance_residual": u.grad,
+               "min_centroid_distance": u.scale, "red_fuse_tol": u.scale}
+        out = {k: v * per[k] if k in per else v for k, v in rec.items()}
+        out["W"] = u.x_from(rec["W"])
+        return out
+
+    def _at(self, lam, theorems=True, flows=True) -> dict:
+        """The record at λ in standard units (cached)."""
         rec = self._cache.get(lam)
         if rec is None:
             rec = self._fused(lam) or self._warm(lam) or self._cold(lam)
@@ -598,7 +631,8 @@ class _Probe:
     def set_fusion(self, lam_hat, y_star):
         """Record the exact fusion threshold: for λ ≥ λ̂ the (SON) solution is fused at the
         global model ``y*``, hence so is the (RED) solution (no solve needed)."""
-        self.lam_hat, self.y_star = float(lam_hat), np.asarray(y_star, float)
+        self.lam_hat = float(lam_hat) / self.units.grad
+        self.y_star = self.units.x_to(np.asarray(y_star, float))
 
     def _fused(self, lam):
         if getattr(self, "lam_hat", None) is None or not lam >= self.lam_hat \

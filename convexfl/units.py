@@ -32,6 +32,8 @@ from .problems import Reduced, SquaredPenalty, SumOfNorms
 
 __all__ = ["Units", "standardise"]
 
+ROUNDING_TOL = 1e-12  # standard-unit change of X in the round trip that calls for a new check
+
 
 @dataclass(frozen=True)
 class Units:
@@ -86,11 +88,25 @@ class Units:
         return self._solution(sol, self.x_to, 1.0 / self.grad, 1.0 / self.scale)
 
     def solution_from(self, sol, prob):
-        """A solution of the standard problem, in the user's units for ``prob``."""
+        """A solution of the standard problem, in the user's units for ``prob``.
+
+        Where the user's floating-point numbers cannot hold the solution to full precision
+        (data far from the origin relative to their spread), the certificate is recomputed
+        from the ``X`` actually returned, and ``converged`` judged on it."""
         out = self._solution(sol, self.x_from, self.grad, self.scale)
         out.objective = prob.objective(out.X)
         out.certificate = self.certificate_from(sol.certificate, out.objective)
         out.lam = prob.lam if sol.lam is not None else None
+        if np.max(np.abs(self.x_to(out.X) - sol.X), initial=0.0) > ROUNDING_TOL:
+            from .certificates import kkt_residual
+            out.certificate = kkt_residual(prob, out.X, fuse_tol=out.fuse_tol, flows=out.flows)
+            out.kkt_residual = out.certificate.kkt_residual
+            if out.converged and out.kkt_residual > out.kkt_tol:
+                out.converged, out.status = False, "not_converged"
+                out.message = (f"the solution in standard units is certified, but rounded to "
+                               f"your units (data offset {np.linalg.norm(self.shift):.3g} "
+                               f"for a spread of {self.scale:.3g}) its certified KKT residual "
+                               f"is {out.kkt_residual:.2e} > kkt_tol={out.kkt_tol:.1e}")
         if "W" in out.history:
             out.history["W"] = self.x_from(out.history["W"])
         if "objective" in out.history:

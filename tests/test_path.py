@@ -131,8 +131,9 @@ def test_warm_start_passes_the_previous_solution(quad, monkeypatch):
     monkeypatch.setitem(solvers.METHODS, "counting", _counting_method(calls))
     p = cfl.son_path(prob, [0.0, 0.1, 0.2], method="counting")
     assert calls[0] is None
-    np.testing.assert_allclose(calls[1], p.X[0])
-    np.testing.assert_allclose(calls[2], p.X[1])
+    units = prob.loss.standard[0]  # methods are called on the standard problem
+    np.testing.assert_allclose(units.x_from(calls[1]), p.X[0])
+    np.testing.assert_allclose(units.x_from(calls[2]), p.X[1])
     seen = []
 
     def takes_solution(prob, *, warm_start=None):
@@ -141,7 +142,7 @@ def test_warm_start_passes_the_previous_solution(quad, monkeypatch):
 
     monkeypatch.setitem(solvers.METHODS, "sol_warm", takes_solution)
     cfl.son_path(prob, [0.1, 0.2], method="sol_warm")
-    assert seen[0] is None and seen[1].lam == pytest.approx(0.1)
+    assert seen[0] is None and seen[1].lam == pytest.approx(0.1 / units.grad)
     got = []
 
     def lazy_wrapper(prob, **options):      # like the lazy wrappers in solvers.METHODS
@@ -191,7 +192,8 @@ def test_save_load_round_trip_and_resume_after_an_interruption(quad, tmp_path, m
     monkeypatch.setitem(solvers.METHODS, "counting", _counting_method(resumed_calls))
     done = cfl.son_path(prob, grid, method="counting", checkpoint=ck)
     assert len(resumed_calls) == len(grid) - 3                # finished λ are not redone
-    np.testing.assert_allclose(resumed_calls[0], part.X[-1])  # warm start from the file
+    units = prob.loss.standard[0]
+    np.testing.assert_allclose(units.x_from(resumed_calls[0]), part.X[-1])  # from the file
     assert done.complete and done.meta["resumed_at"] == 3
     np.testing.assert_array_equal(done.n_clusters, full.n_clusters)
     np.testing.assert_allclose(done.objective, full.objective, rtol=1e-9)

@@ -133,10 +133,6 @@ def test_large_scale_solutions_are_the_scaled_unit_solutions(method):
     assert cfl.clusters.same_partition(big.labels(), unit.labels())
 
 
-@pytest.mark.xfail(reason="known limitation (docs/guarantees.md): the KKT normalisation "
-                          "1 + ||grad f|| and the default fusion tolerances are absolute "
-                          "below unit scale, so at data scale 1e-6 'converged' does not mean "
-                          "relative accuracy; rescale the data", strict=False)
 @pytest.mark.parametrize("method", SOLVE_METHODS)
 def test_tiny_scale_solutions_are_the_scaled_unit_solutions(method):
     unit = solve_honestly(_son(_points(), 0.5), method)
