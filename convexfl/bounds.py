@@ -309,26 +309,27 @@ def _minimisers(loss, labels, method="cvxpy", solver_options=None):
     return X
 
 
-def _minmax_flow(n, edges, weights, B, *, balance_tol=1e-8):
+def _minmax_flow(n, edges, weights, B, *, balance_tol=1e-8, scale=None):
     r"""``ρ = min max_e ‖u_e‖ / w_e`` s.t. ``Σ_{e=(i,·)} u_e − Σ_{e=(·,i)} u_e = B_i`` (every
     node), solved as an SOCP with Clarabel.
 
     Returns ``(ρ, u)``; ``ρ = inf`` (``u = None``) when a connected component of the edges
-    has ``‖Σ B‖`` above ``balance_tol · max ‖B_i‖`` (no flow exists). ``B`` is scaled to
-    ``max ‖B_i‖ = 1`` for the SOCP, so ρ is relative to the data's scale, not absolute. Otherwise each
+    has ``‖Σ B‖`` above ``balance_tol · scale`` (no flow exists). The SOCP is solved for
+    ``B / scale``: ``scale`` is the size of the terms that ``B`` balances (default
+    ``1 + max ‖B_i‖``, for ``B`` in standard units; :func:`fusion_threshold` passes the
+    gradients' size). Otherwise each
     component's sum is projected out first (it is the residual of the problem that produced
     ``B``).
     """
     B = np.array(B, dtype=float)
-    scale = float(np.max(np.linalg.norm(B, axis=1), initial=0.0))
-    if scale == 0.0:
-        return 0.0, np.zeros((len(edges), B.shape[1]))
+    if scale is None:
+        scale = 1.0 + float(np.max(np.linalg.norm(B, axis=1), initial=0.0))
     rho, u = _minmax_flow_unit(n, edges, weights, B / scale, balance_tol)
     return rho * scale, (None if u is None else u * scale)
 
 
 def _minmax_flow_unit(n, edges, weights, B, balance_tol):
-    """:func:`_minmax_flow` for ``max_i ‖B_i‖ = 1`` (Clarabel's tolerances are absolute)."""
+    """:func:`_minmax_flow` for ``B`` of order 1 (Clarabel's tolerances are absolute)."""
     import clarabel
 
     d = B.shape[1]
@@ -466,7 +467,10 @@ def _newton_distinct(prob, W0, *, max_iter=60):
         ∇^2 \ni \frac{λ W_{kl}}{\|w_k - w_l\|}\Big(I - \hat r \hat r^\top\Big).
 
     Returns ``(W, kkt)`` with ``kkt = ‖∇‖ / (1 + ‖∇f(W)‖)`` when it is ``≤ 1e-11`` and
-    the rows are distinct, else None.
+    the rows are distinct, else None. Very near a merge the curvature ``λW_kl/‖w_k − w_l‖``
+    puts rounding above 1e-11; Newton then stalls, and W is accepted when ``kkt ≤ 1e-8``
+    and ``‖∇‖ ≤ μ r_min/4`` (μ-strongly convex ``f``, closest rows ``r_min`` apart): the
+    unique solution lies within ``‖∇‖/μ`` of W, so its rows are distinct too.
     """
     loss, graph = prob.loss, prob.graph
     K, d = W0.shape
@@ -481,6 +485,7 @@ def _newton_distinct(prob, W0, *, max_iter=60):
         r = np.linalg.norm(diff, axis=1)
         if np.any(r <= 1e-12 * scale):
             return None
+        r_min = float(r.min(initial=math.inf))
         unit = diff / r[:, None]
         np.add.at(G, a, wts[:, None] * unit)
         np.subtract.at(G, b, wts[:, None] * unit)
@@ -492,18 +497,23 @@ def _newton_distinct(prob, W0, *, max_iter=60):
         np.add.at(Hf, (b, b), blocks)
         np.add.at(Hf, (a, b), -blocks)
         np.add.at(Hf, (b, a), -blocks)
-        return G, Hf.transpose(0, 2, 1, 3).reshape(K * d, K * d), gf
+        return G, Hf.transpose(0, 2, 1, 3).reshape(K * d, K * d), gf, r_min
 
     W = np.array(W0, dtype=float)
     f0 = prob.objective(W)
+    mu = float(np.min(loss.strong_convexity))
+    previous = math.inf
     for _ in range(max_iter):
         out = grad_hess(W)
         if out is None:
             return None
-        G, H, gf = out
-        kkt = float(np.linalg.norm(G)) / (1.0 + gf)
-        if kkt <= 1e-11:
+        G, H, gf, r_min = out
+        gnorm = float(np.linalg.norm(G))
+        kkt = gnorm / (1.0 + gf)
+        stalled = kkt > 0.5 * previous and kkt <= 1e-8
+        if kkt <= 1e-11 or (stalled and gnorm <= 0.25 * mu * r_min):
             return W, kkt
+        previous = kkt
         try:
             step = -np.linalg.solve(H + 1e-14 * np.abs(H).max() * np.eye(K * d),
                                     G.ravel()).reshape(K, d)
@@ -535,13 +545,19 @@ def solve_red_with(prob, method, options):
 
 
 def _kind(rec) -> str:
-    """``"exact"`` when the (RED) solution behind a number is certified, else ``"estimate"``."""
-    return "exact" if rec.get("red_converged", False) else "estimate"
+    """``"exact"`` when the (RED) solution behind a number is certified, and so is whether
+    its centroids are distinct; else ``"estimate"``."""
+    return "exact" if rec["red_converged"] and rec["distinct_certified"] else "estimate"
 
 
 def _red_note(rec) -> str:
-    return "" if rec.get("red_converged", False) else (
-        f" [estimate: the (RED) solution is not certified (KKT {rec['red_kkt']:.1e})]")
+    if not rec["red_converged"]:
+        return f" [estimate: the (RED) solution is not certified (KKT {rec['red_kkt']:.1e})]"
+    if not rec["distinct_certified"]:
+        return (" [estimate: two (RED) centroids are within the solver's fuse_tol "
+                f"({rec['red_fuse_tol']:.1e}), and neither their distinctness nor their "
+                "merge could be certified]")
+    return ""
 
 
 class _Probe:
@@ -577,6 +593,7 @@ class _Probe:
         self.node_w = np.asarray((self.graph.adjacency @ onehot).todense())  # (N, K)
         self._cache = {}
         self.n_solves = 0
+        self.uncertain = []  # λ (user's units) where distinct vs merged was not certified
 
     def solve_red(self, lam):
         """(RED) at λ. An interior-point run that stops at 'optimal_inaccurate' is retried
@@ -640,7 +657,7 @@ class _Probe:
             return None
         return {"W": np.tile(self.y_star, (self.K, 1)), "red_converged": True,
                 "red_kkt": 0.0, "red_fuse_tol": 0.0, "distinct": self.K == 1,
-                "red_method": "fused (λ ≥ λ̂)"}
+                "distinct_certified": True, "red_method": "fused (λ ≥ λ̂)"}
 
     def _cold(self, lam):
         sol = self.solve_red(lam)
@@ -654,10 +671,38 @@ class _Probe:
                     sol = again
             except Exception:  # noqa: BLE001 - keep the first solution, flagged unconverged
                 pass
-        return {"W": np.asarray(sol.X), "red_converged": bool(sol.converged),
-                "red_kkt": float(sol.kkt_residual), "red_fuse_tol": float(sol.fuse_tol),
-                "distinct": bool(int(sol.labels().max()) + 1 == self.K),
-                "red_method": sol.method}
+        rec = {"W": np.asarray(sol.X), "red_converged": bool(sol.converged),
+               "red_kkt": float(sol.kkt_residual), "red_fuse_tol": float(sol.fuse_tol),
+               "distinct": bool(int(sol.labels().max()) + 1 == self.K),
+               "distinct_certified": True, "red_method": sol.method}
+        return rec if rec["distinct"] else self._settle_merge(lam, rec)
+
+    def _settle_merge(self, lam, rec):
+        """The solver fused centroids closer than its ``fuse_tol``: that is no proof. Near
+        a merge they are apart by less than that on a λ-range of relative width ~1e-5, so
+        certify one side: Newton from the solver's centroids (or from ADMM's, whose fusions
+        are exact) reaching distinct ones (the unique solution), or the merged partition's
+        exact certificate (:meth:`_merged`).
+        Neither: the record says ``distinct_certified = False``."""
+        from .solvers import SolverError, solve
+
+        inner = self.red.inner.with_lam(lam)
+        starts = [(rec["red_method"], rec["W"])]
+        try:  # exact fusions and a far smaller fuse_tol than an interior point's
+            starts.append(("admm", solve(inner, method="admm", tol=1e-10).X))
+        except SolverError:
+            pass
+        for name, W0 in starts:
+            out = _newton_distinct(inner, W0)
+            if out is not None:
+                return {"W": out[0], "red_converged": True, "red_kkt": out[1],
+                        "red_fuse_tol": 0.0, "distinct": True, "distinct_certified": True,
+                        "red_method": f"newton from {name} (centroids apart)"}
+        merged = self._merged(lam, rec["W"])
+        if merged is not None:
+            return merged
+        self.uncertain.append(lam * self.units.grad)
+        return {**rec, "distinct_certified": False}
 
     def _warm(self, lam):
         """(RED) by Newton from the nearest cached solution with distinct centroids.
@@ -676,7 +721,8 @@ class _Probe:
             return self._merged(lam, ref["W"])
         W, kkt = out
         return {"W": W, "red_converged": True, "red_kkt": kkt, "red_fuse_tol": 0.0,
-                "distinct": True, "red_method": "newton (warm start)"}
+                "distinct": True, "distinct_certified": True,
+                "red_method": "newton (warm start)"}
 
     def _merged(self, lam, Wref):
         """Certify that (RED) merges the closest centroids of ``Wref`` at λ: the merged
@@ -704,7 +750,7 @@ class _Probe:
         if not rec["recovered"]:
             return None
         return {"W": out[0][groups], "red_converged": True, "red_kkt": out[1],
-                "red_fuse_tol": 0.0, "distinct": False,
+                "red_fuse_tol": 0.0, "distinct": False, "distinct_certified": True,
                 "red_method": "newton + certificate of the merged (RED) partition"}
 
     def _theorems(self, rec):
@@ -756,6 +802,16 @@ class _Probe:
         tol = 1e-9 * (1.0 + lam)
         rec["flows_ok"] = bool(np.all(rho <= lam + tol))
         rec["recovered"] = rec["flows_ok"] and rec["distinct"]
+
+    def certified_bracket(self, lam) -> list[float]:
+        """``[a, b]`` (user's units): the largest λ ≤ ``lam`` where the centroids were
+        certified distinct and the smallest λ ≥ ``lam`` where their merge was certified."""
+        g = self.units.grad
+        done = [(key * g, r["distinct"]) for key, r in self._cache.items()
+                if r["distinct_certified"]]
+        below = [x for x, apart in done if apart and x <= lam]
+        above = [x for x, apart in done if not apart and x >= lam]
+        return [max(below, default=0.0), min(above, default=math.inf)]
 
     def recovered(self, lam) -> bool:
         return self.at(lam, theorems=False)["recovered"]
@@ -1463,7 +1519,9 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     sums = np.zeros((int(comp.max()) + 1, prob.dim))
     np.add.at(sums, comp, G)
     balance = float(np.linalg.norm(sums, axis=1).max())
-    rho, u = _minmax_flow(n, graph.edges, graph.weights, G * -1.0, balance_tol=1e-6)
+    gscale = float(np.max(np.linalg.norm(G, axis=1), initial=0.0))
+    rho, u = _minmax_flow(n, graph.edges, graph.weights, G * -1.0, balance_tol=1e-6,
+                          scale=gscale if gscale > 0 else 1.0)
     # the flow routes −g: node balance Σ_e(±u_e) = −g_i
     deg = graph.degree
     gn = np.linalg.norm(G, axis=1)
@@ -1680,6 +1738,22 @@ def _two_sided(p_low, p_up, grid, rtol):
     return lo, hi, info
 
 
+def _certified_merge_bracket(probe, hi, rtol, max_refine=6):
+    """``[a, b]`` around the upper end ``hi`` of a recovery interval: the (RED) centroids
+    certified distinct at ``a`` and certified merged at ``b``. A bisection point near the
+    merge may stay uncertain (Newton stalls on the tiny distances, the solver's fuse_tol
+    decided), so points between the certified ones are added until ``b − a ≤ 2 rtol b``
+    (at most ``max_refine`` rounds)."""
+    below, above = probe.certified_bracket(hi)
+    for _ in range(max_refine):
+        if above - below <= 2 * rtol * above or not np.isfinite(above):
+            break
+        for frac in (0.25, 0.75):
+            probe.distinct(below + frac * (above - below))
+        below, above = probe.certified_bracket(0.5 * (below + above))
+    return below, above
+
+
 @_single_threaded
 def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: float = 1e-6,
                       compare: bool = True, n_check: int = 4, method: str = "cvxpy",
@@ -1740,12 +1814,21 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
     info.update(sizes=probe.sizes, rtol=rtol)
     if lo >= hi:
         info["n_red_solves"] = probe.n_solves
-        ok = not info["violations"]
+        info["uncertain"] = sorted(set(probe.uncertain))
+        if info["uncertain"] and np.isfinite(hi):
+            info["hi_certified_bracket"] = _certified_merge_bracket(probe, hi, rtol)
+            if info["hi_certified_bracket"][1] <= lo:  # merged, certified, before ρ_k ≤ λ
+                info["uncertain"] = []
+        ok = not info["violations"] and not info["uncertain"]
+        note = ("empty: the within-cluster flows become feasible (ρ_k ≤ λ) only after the "
+                "(RED) centroids have merged")
+        if info["violations"]:
+            note += "; NOT monotone: " + "; ".join(info["violations"])
+        if info["uncertain"]:
+            note += ("; estimate: whether the (RED) centroids are distinct could not be "
+                     "certified at λ = " + ", ".join(f"{x:.9g}" for x in info["uncertain"]))
         return Bound("recovery_interval", "exact" if ok else "estimate", math.inf, -math.inf,
-                     inputs=info, related=related,
-                     note="empty: the within-cluster flows become feasible (ρ_k ≤ λ) only "
-                          "after the (RED) centroids have merged" + (
-                              "" if ok else "; NOT monotone: " + "; ".join(info["violations"])))
+                     inputs=info, related=related, note=note)
     checks = []
     if n_check and np.isfinite(hi) and hi > lo:
         a = lo if lo > 0 else hi * 1e-6
@@ -1754,16 +1837,34 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
     if not all(v for _, v in checks):
         info["violations"].append("some inner points are not recovered: " +
                                   str([x for x, v in checks if not v]))
-    ok = not info["violations"]
+    info["uncertain"] = sorted(set(probe.uncertain))
+    kind = "exact"
     note = ("exact up to rtol by the partition certificate; assumes (RED)'s centroids stay "
             "distinct exactly on [0, hi) and the within-cluster flows are feasible exactly on "
             f"[lo, ∞) — checked at {len(grid)} grid points and {len(checks)} inner points")
-    if not ok:
+    if info["uncertain"] and np.isfinite(hi):
+        below, above = _certified_merge_bracket(probe, hi, rtol)
+        info["hi_certified_bracket"] = [below, above]
+        if above - below <= 2 * rtol * above:
+            hi = 0.5 * (below + above)  # the merge is certified to lie in [below, above]
+        elif below > lo:
+            hi, kind = below, "certified bound"
+            note = (f"certified bound: the (RED) centroids merge between {below:.9g} and "
+                    f"{above:.9g} (inputs['hi_certified_bracket']); inside that bracket "
+                    "neither their distinctness nor their merge could be certified, so hi is "
+                    "its certified lower end; " + note)
+        else:
+            kind = "estimate"
+            note = ("estimate: whether the (RED) centroids are distinct could not be "
+                    "certified at λ = " + ", ".join(f"{x:.9g}" for x in info["uncertain"]) +
+                    " (inputs['uncertain']); " + note)
+    if info["violations"]:
+        kind = "estimate"
         note = "NOT monotone: " + "; ".join(info["violations"]) + \
             " — the interval returned is where the conditions first switch"
-    info.update(checks=checks, n_red_solves=probe.n_solves, monotone_checked=ok)
-    return Bound("recovery_interval", "exact" if ok else "estimate", lo, hi, inputs=info,
-                 related=related, note=note)
+    info.update(checks=checks, n_red_solves=probe.n_solves,
+                monotone_checked=not info["violations"])
+    return Bound("recovery_interval", kind, lo, hi, inputs=info, related=related, note=note)
 
 
 def _comparisons(prob, probe, grid, rtol):

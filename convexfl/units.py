@@ -23,6 +23,7 @@ decision a solver, a certificate or a bound takes (to rounding).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ from .problems import Reduced, SquaredPenalty, SumOfNorms
 
 __all__ = ["Units", "standardise"]
 
+CURVATURE_OPTIONS = ("rho", "eta", "eta_z")  # ADMM's and PDMM's ρ, PDMM's Bregman η
 ROUNDING_TOL = 1e-12  # standard-unit change of X in the round trip that calls for a new check
 
 
@@ -137,12 +139,17 @@ def standardise(prob):
     return units, Reduced(std, prob.graph, prob.labels, prob.lam * units.scale / units.fscale)
 
 
-def warm_options_to(units: Units, prob, options: dict) -> dict:
-    """A solver's warm-start options (``X0``, ``flows0``, ``warm_start``) in standard units
-    (each validated first, so a bad one is refused under its own name)."""
+def options_to(units: Units, prob, options: dict) -> dict:
+    """A solver's options in standard units: warm starts (``X0``, ``flows0``,
+    ``warm_start``; each validated first, so a bad one is refused under its own name) and
+    the proximal weights of :data:`CURVATURE_OPTIONS` (curvatures: times ``s²/σ``)."""
     from .solvers.base import Solution
 
     out = dict(options)
+    for key in CURVATURE_OPTIONS:
+        value = out.get(key)
+        if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+            out[key] = value * units.scale / units.grad
     if out.get("X0") is not None:
         out["X0"] = units.x_to(check_matrix_rows(out["X0"], prob.n_users, prob.dim, "X0"))
     if out.get("flows0") is not None:

@@ -235,7 +235,13 @@ def test_classification_certificate_agrees_with_the_solver_on_random_instances(s
     loss_cls = cfl.losses.SquaredHinge if hinge else cfl.losses.Logistic
     prob, truth = classification_problem(loss_cls, seed, users=2, samples=60)
     rec = B.recovery_interval(prob, truth, compare=False, n_grid=10)
-    assert rec.kind == "exact", rec.note
+    assert rec.kind in ("exact", "certified bound"), rec.note
+    if rec.kind == "certified bound":  # the merge is bracketed by certified points
+        below, above = rec.inputs["hi_certified_bracket"]
+        assert rec.hi == below < above < 1.01 * below
+        # (the solver's labels fuse by fuse_tol: judged a little away from the bracket)
+        assert recovers(prob, below * 0.999, truth)
+        assert not recovers(prob, above * 1.001, truth)
     if rec.is_empty:  # then no λ of the grid may show the planted partition either
         for lam in rec.inputs["grid"][::3]:
             assert not recovers(prob, lam, truth)
@@ -337,3 +343,22 @@ def test_bad_input_is_refused_naming_the_argument():
         B.partition_certificate(prob, truth, -1.0)
     with pytest.raises(ValueError, match="rtol"):
         B.recovery_interval(prob, truth, rtol=0.0)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4, 10])
+def test_recovery_interval_upper_end_agrees_with_the_certificate_just_inside(seed):
+    """Issue 16, item 7: near a merge two (RED) centroids are closer than the interior
+    point's fuse_tol on a λ-range of relative width ~1e-5; a fuse_tol fusion is no proof,
+    so neither the interval's upper end nor the certificate may rest on it."""
+    rng = np.random.default_rng(seed)
+    K, m = rng.integers(2, 4), rng.integers(2, 5)
+    A, truth = cfl.datasets.planted_points(K, m, 2, separation=float(rng.uniform(4, 12)),
+                                           random_state=seed)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(len(A)), 1.0)
+    interval = cfl.bounds.recovery_interval(prob, truth)
+    assert interval.kind == "exact" and np.isfinite(interval.hi)
+    for eps in (3e-6, 1e-5):
+        inside = cfl.bounds.partition_certificate(prob, truth, interval.hi * (1 - eps))
+        outside = cfl.bounds.partition_certificate(prob, truth, interval.hi * (1 + eps))
+        assert inside.kind == outside.kind == "exact"
+        assert inside.recovered and not outside.recovered, (eps, inside.note, outside.note)

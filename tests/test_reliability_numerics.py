@@ -207,3 +207,21 @@ def test_the_same_input_and_seed_give_the_same_solution(method):
     a = cfl.solve(prob, method=method, **options)
     b = cfl.solve(prob, method=method, **options)
     assert np.array_equal(a.X, b.X) and a.kkt_residual == b.kkt_residual
+
+
+def test_an_answer_from_the_final_polish_says_so():
+    """Issue 16, item 7: PDMM on the README example uses all its iterations; the final
+    Newton polish of its last partition certifies. converged means "X certified", and the
+    stage and message say where X came from."""
+    A, _ = cfl.datasets.planted_points(3, 8, 2, separation=20.0, random_state=0)
+    prob = _son(A, 0.26)
+    res = cfl.solve(prob, method="pdmm", tol=1e-8)
+    assert res.n_iter == 5000 and res.converged and res.stage == "final polish"
+    assert "max_iter=5000" in res.message and "final Newton polish" in res.message
+    assert kkt_residual(prob, res.X, fuse_tol=res.fuse_tol).kkt_residual <= res.kkt_tol
+    fast = cfl.solve(prob, method="admm", tol=1e-8)
+    assert fast.stage == "iterations" and fast.message == ""
+    warm = cfl.solve(prob.with_lam(0.27), method="admm", tol=1e-8, warm_start=fast)
+    assert warm.stage == "warm partition" and warm.n_iter == 0
+    assert cfl.solve(prob.with_lam(0.0), method="ssnal").stage == "closed form"
+    assert cfl.solve(prob, method="cvxpy").stage.startswith("interior point")

@@ -23,7 +23,8 @@ Methods
 
 Every method works in the standard units of :mod:`convexfl.units` (data centred, of unit
 spread; the solution is reported in yours), so its tolerances mean the same at any data scale
-and offset. All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
+and offset. Options with units that you pass (warm starts, ADMM's and PDMM's ρ, PDMM's η)
+are read in your units; defaults are in standard units. All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
 :mod:`convexfl.certificates`) and ``max_iter`` (the method's iteration limit), and return a
 :class:`Solution` whose ``kkt_residual`` is computed from ``X`` by
 :mod:`convexfl.certificates`, so that no solver is trusted on its own word. A run that
@@ -34,7 +35,7 @@ their numba kernels on first use (cached on disk afterwards), never at import.
 
 from __future__ import annotations
 
-from ..units import standardise, warm_options_to
+from ..units import options_to, standardise
 from .base import IncompatibleLossError, Solution, SolverError
 from .reference import solve_reference
 
@@ -98,5 +99,5 @@ def solve(prob, method: str = "cvxpy", **options) -> Solution:
     units, std = standardise(prob)
     if units is None or units.is_identity:
         return fn(prob, **options)
-    sol = fn(std, **warm_options_to(units, prob, options))
+    sol = fn(std, **options_to(units, prob, options))
     return units.solution_from(sol, prob)

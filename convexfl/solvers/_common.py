@@ -415,22 +415,30 @@ def warm_partition_solution(prob, certifier, X0, flows0, start, method):
         return None
     return make_solution(prob, certifier, converged=True, n_iter=0,
                          time_s=time.perf_counter() - start, method=method, message="",
-                         history={"warm_partition_certified": True})
+                         history={"warm_partition_certified": True}, stage="warm partition")
 
 
 def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s,
-                  method, message, history, status=""):
+                  method, message, history, status="", stage="iterations"):
+    """The :class:`Solution` of the certifier's best candidate. With ``stage="final
+    polish"`` the ``message`` (why the iterations stopped) is kept even when the polish
+    certified the answer, followed by that fact."""
     kkt, X, cert, flows, ftol = certifier.best
     converged = bool(converged and kkt <= certifier.tol)
     if not converged and not message:
         message = (f"certified KKT residual {kkt:.2e} above tol={certifier.tol:.1e}")
+    if converged and stage == "final polish":
+        message = (f"{message}; the answer comes from the final Newton polish of the last "
+                   f"partition, certified to {kkt:.2e} ≤ tol={certifier.tol:.1e}")
+    elif converged:
+        message = ""
     history["time_certify_s"] = certifier.time
     history["n_certify"] = certifier.count
     return Solution(X=X, objective=cert.objective, kkt_residual=kkt, converged=converged,
                     n_iter=int(n_iter), time_s=time_s, method=method, lam=prob.lam,
                     certificate=cert, fuse_tol=ftol, kkt_tol=certifier.tol,
                     status=status or ("converged" if converged else "not_converged"),
-                    message="" if converged else message, history=history, flows=flows,
+                    message=message, history=history, flows=flows, stage=stage,
                     graph=prob.graph,
                     flow_slope=_flow_slope(prob, certifier.warm_from, X, flows))
 
@@ -443,4 +451,4 @@ def trivial_solution(prob: SumOfNorms, tol, method, start, X0=None):
     certifier._certify(X, flows)
     return make_solution(prob, certifier, converged=True, n_iter=0,
                          time_s=time.perf_counter() - start, method=method,
-                         message="", history={"separable": True})
+                         message="", history={"separable": True}, stage="closed form")

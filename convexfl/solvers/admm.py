@@ -193,6 +193,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
     gap = 2 * check_every
     it = 0
     converged = False
+    stage = "iterations"
     message = ""
     newton_ok_all = True
     freeze_at = max_iter // 2
@@ -230,7 +231,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
             gap = min(2 * gap, 2000)
         if coarsen and polish and certifier.coarsen(fused.astype(bool), X, flows):
             hist["coarsened_at"] = it
-            converged = True
+            converged, stage = True, "coarsening"
             break
         if adaptive_rho and it < freeze_at:
             if r_rel > mu * s_rel:
@@ -242,14 +243,15 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
                 Ui *= tau_incr
                 Uj *= tau_incr
     if not converged:
+        stage = "final polish"
         flows = 0.5 * rho * (Ui - Uj)
         certifier(fused.astype(bool), X, flows, force_polish=polish)
         converged = certifier.best[0] <= tol
         if not message:
-            message = (f"iteration limit max_iter={max_iter} reached" if not converged else "")
+            message = f"iteration limit max_iter={max_iter} reached"
         if not newton_ok_all and not converged:
             message += "; some local Newton solves did not reach newton_tol"
     return make_solution(prob, certifier, converged=converged, n_iter=it,
                          time_s=time.perf_counter() - start, method="admm", message=message,
-                         history=hist)
+                         history=hist, stage=stage)
 

@@ -33,7 +33,8 @@ class Solution:
         The normalised KKT residual of ``X`` (``convexfl.certificates``), recomputed from
         ``X`` — not the solver's own stopping quantity.
     converged : bool
-        The solver reports success **and** ``kkt_residual ≤ kkt_tol``.
+        ``kkt_residual ≤ kkt_tol`` for the returned ``X`` (and the method did not fail).
+        Which stage produced that ``X`` is in :attr:`stage`.
     n_iter : int
     time_s : float
         Wall-clock time of the solve (certificate excluded).
@@ -48,7 +49,15 @@ class Solution:
     kkt_tol : float
         The KKT level ``converged`` was judged against.
     status, message : str
-        The solver's status and, when not converged, why.
+        The solver's status; ``message`` says why when not converged, and how when the
+        answer came from a final polish after the iterations had stopped.
+    stage : str
+        Which stage produced ``X``: ``"iterations"`` (a candidate of the method's own
+        iterations certified), ``"warm partition"`` (the warm start's partition certified
+        before any iteration), ``"coarsening"`` (a reduced problem of a coarsening attempt),
+        ``"final polish"`` (after the method stopped — iteration limit or divergence — Newton
+        on its last partition), ``"closed form"`` (λ = 0 or no edges), ``"interior point"``
+        or ``"interior point + polish"`` (the cvxpy reference).
     history : dict
         Method-specific per-iteration records.
     flows : ndarray (E, d) or None
@@ -79,6 +88,7 @@ class Solution:
     flows: np.ndarray | None = None
     graph: object = field(default=None, repr=False)
     flow_slope: np.ndarray | None = field(default=None, repr=False)
+    stage: str = ""
 
     def labels(self, tol: float | None = None) -> np.ndarray:
         """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse
@@ -95,6 +105,7 @@ class Solution:
 
     def __repr__(self) -> str:
         return (f"Solution(method={self.method!r}, converged={self.converged}, "
+                f"stage={self.stage!r}, "
                 f"objective={self.objective:.10g}, kkt_residual={self.kkt_residual:.2e}, "
                 f"n_clusters={self.n_clusters}, n_iter={self.n_iter}, "
                 f"time_s={self.time_s:.3g})")

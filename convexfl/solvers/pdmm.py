@@ -212,6 +212,7 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
 
     it = 0
     converged = False
+    stage = "iterations"
     message = ""
     trigger = max(1e-2, tol)
     warm = X0 is not None and flows0 is not None
@@ -258,9 +259,10 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
                 break
             trigger = min(trigger, proxy) / 10.0
     if not converged:
+        stage = "final polish"
         certifier(fused_edges(Z), X, flows_of(MU), force_polish=polish)
         converged = certifier.best[0] <= tol
-        if not message and not converged:
+        if not message:
             message = f"iteration limit max_iter={max_iter} reached"
     hist["messages"] = {"uplink": int(np.sum(hist["uplink"])),
                         "downlink": int(np.sum(hist["downlink"])),
@@ -269,4 +271,4 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
     hist["X_last"] = X
     return make_solution(prob, certifier, converged=converged, n_iter=it,
                          time_s=time.perf_counter() - start, method="pdmm", message=message,
-                         history=hist)
+                         history=hist, stage=stage)

@@ -211,7 +211,7 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
                                + f" but the certified KKT residual "
                                f"{cert.kkt_residual:.2e} exceeds kkt_tol={kkt_tol:.1e}"),
         flows=flows, history={"polished": polished, "solver_tol": tol_used},
-        graph=prob.graph)
+        graph=prob.graph, stage="interior point + polish" if polished else "interior point")
 
 
 def polish(prob: SumOfNorms, X, *, fuse_tol: float):

@@ -218,6 +218,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     eps_inner = np.inf
     trigger = max(1e-2, tol)
     converged = False
+    stage = "iterations"
     message = ""
     outer = 0
     cg_total = 0
@@ -291,7 +292,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             trigger = min(trigger, proxy) / 10.0
         if n >= COARSEN_MIN and polish and certifier.coarsen(fused, X, Y):
             hist["coarsened_at"] = outer
-            converged = True
+            converged, stage = True, "coarsening"
             break
         eps_inner = max(0.05 * tol_abs, 0.2 * eta_p)
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
@@ -301,15 +302,16 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             sigma = min(sigma * sigma_factor, sigma_max)
         eta_p_prev = eta_p
     if not converged:
+        stage = "final polish"
         certifier(fused, X, Y, force_polish=polish)
         converged = certifier.best[0] <= tol
-        if not message and not converged:
+        if not message:
             message = f"iteration limit max_iter={max_iter} reached"
     hist["n_factor"] = pre.n_factor
     hist["cg_total"] = cg_total
     return make_solution(prob, certifier, converged=converged, n_iter=outer,
                          time_s=time.perf_counter() - start, method="ssnal", message=message,
-                         history=hist)
+                         history=hist, stage=stage)
 
 
 _Precond.last_cg = 0
