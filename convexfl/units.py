@@ -113,6 +113,8 @@ class Units:
             out.history["W"] = self.x_from(out.history["W"])
         if "objective" in out.history:
             out.history["objective"] = [v * self.fscale for v in out.history["objective"]]
+        if "rho" in out.history:  # ADMM's penalty: a curvature
+            out.history["rho"] = [v * self.grad / self.scale for v in out.history["rho"]]
         return out
 
     def _solution(self, sol, x_map, g, length):

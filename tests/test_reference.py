@@ -115,11 +115,12 @@ def test_squared_penalty_matches_its_linear_system():
 def test_model_is_built_once_and_reused_along_lambda():
     loss = make_loss("logistic", n_users=4, seed=3)
     g = cfl.graphs.complete(4)
-    m1 = ReferenceModel.cached(loss, g)
+    units, std = loss.standard  # the reference solves the standard problem (convexfl.units)
+    m1 = ReferenceModel.cached(std, g)
     cfl.solve(cfl.SumOfNorms(loss, g, 0.1))
     cfl.solve(cfl.SumOfNorms(loss, g, 0.2))
-    assert ReferenceModel.cached(loss, g) is m1
-    assert m1.lam.value == pytest.approx(0.2)
+    assert ReferenceModel.cached(std, g) is m1
+    assert m1.lam.value == pytest.approx(0.2 / units.grad)
 
 
 def test_failed_or_inaccurate_status_is_a_clear_error():

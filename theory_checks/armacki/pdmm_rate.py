@@ -40,8 +40,12 @@ class _Tracer:
 
     def __init__(self, prob, record_at):
         from convexfl.solvers import _pdmm_kernels as pk
+        from convexfl.units import standardise
 
-        self.pk, self.orig, self.prob = pk, pk.pdmm_run, prob
+        # the kernel runs on the standard problem (convexfl.units): F = σ F' there
+        self.pk, self.orig = pk, pk.pdmm_run
+        units, std = standardise(prob)
+        self.objective = lambda Z: units.fscale * std.objective(Z)
         names = list(inspect.signature(self.orig.py_func).parameters)
         missing = [n for n in ("sel", "X", *_PER_ITER) if n not in names]
         if missing:
@@ -82,8 +86,8 @@ class _Tracer:
             self.total = X.copy() if self.total is None else self.total + X
             if self.n in self.record_at:
                 self.t.append(self.n)
-                self.f_avg.append(self.prob.objective(self.total / self.n))
-                self.f_last.append(self.prob.objective(X))
+                self.f_avg.append(self.objective(self.total / self.n))
+                self.f_last.append(self.objective(X))
 
 
 def run_traced(prob, T, *, seed=0, **options):
