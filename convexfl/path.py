@@ -492,7 +492,7 @@ def _solve_warm(solve, prob, method, opts, warm, meta):
         return solve(prob, method=method, **opts), False
 
 
-def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "cvxpy", n_lambdas: int = 30,
+def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas: int = 30,
              lam_min_ratio: float = 1e-3, include_zero: bool = True, warm_start: bool = True,
              fuse_tol: float | None = None, checkpoint=None, progress: bool | None = None,
              **solver_options) -> SolutionPath:
@@ -510,7 +510,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "cvxpy", n_lambdas
         λ ≥ 0 (sorted increasingly, duplicates dropped). Default: :func:`default_grid`
         (``0`` then ``n_lambdas − 1`` geometric points ending at the exact λ̂).
     method : str
-        Any :data:`convexfl.solvers.METHODS` key; ``solver_options`` are passed through.
+        Any :data:`convexfl.solvers.METHODS` key (default ``"auto"``; ``"cvxpy"`` is the
+        slow reference cross-check); ``solver_options`` are passed through.
     warm_start : bool
         Start each solve from the previous one when the method accepts ``warm_start=``
         (a Solution) or ``X0=``/``flows0=`` (checked with :func:`inspect.signature`).

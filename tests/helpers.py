@@ -27,3 +27,8 @@ def make_loss(name, n_users=4, dim=3, m=6, seed=0, c=0.1):
            "squared_hinge": cfl.losses.SquaredHinge, "huber": cfl.losses.Huber,
            "poisson": cfl.losses.Poisson}[name]
     return cls.from_groups(X, y, groups, c=c)
+
+
+def reference(prob, **options):
+    """The cvxpy reference (``cfl.solve``'s default is ``"auto"``): the slow cross-check."""
+    return cfl.solve(prob, method="cvxpy", **options)

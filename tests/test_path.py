@@ -37,7 +37,7 @@ def test_path_runs_from_n_clusters_to_one_at_the_fusion_threshold(quad, quad_pat
     assert p.lam_hat == pytest.approx(lam_hat)
     assert p.n_clusters[0] == prob.n_users and p.n_clusters[-1] == 1
     assert p.monotone and np.all(np.diff(p.n_clusters) <= 0)
-    assert np.all(p.converged) and np.all(p.kkt_residual < 1e-7)
+    assert np.all(p.converged) and np.all(p.kkt_residual <= 1e-6)  # "auto" default tol
     beyond = cfl.son_path(prob, [lam_hat, 1.01 * lam_hat, 2 * lam_hat, 10 * lam_hat])
     assert np.all(beyond.n_clusters == 1)
     row = p.table[3]
@@ -171,7 +171,7 @@ def test_warm_start_passes_the_previous_solution(quad, monkeypatch):
 def test_save_load_round_trip_and_resume_after_an_interruption(quad, tmp_path, monkeypatch):
     prob, _ = quad
     grid = np.r_[0.0, np.geomspace(0.01, 0.6, 7)]
-    full = cfl.son_path(prob, grid)
+    full = cfl.son_path(prob, grid, method="cvxpy")  # compared with the "counting" reference
     files = full.save(tmp_path / "full")
     back = SolutionPath.load(files[0])
     for name in ("lambdas", "X", "labels", "n_clusters", "objective", "kkt_residual"):

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import make_loss
+from helpers import make_loss, reference
 
 import convexfl as cfl
 from convexfl.datasets.armacki import armacki_ellipses
@@ -16,7 +16,7 @@ def paper_problem():
     data = armacki_ellipses(users_per_cluster=10, samples_per_user=170, random_state=0)
     loss = cfl.losses.SquaredHinge(data["X"], data["y"], data["groups"], c=1e-3)
     prob = cfl.SumOfNorms(loss, cfl.graphs.complete(loss.n_users), 0.02, convention="eq3")
-    return prob, cfl.solve(prob, tol=1e-9)
+    return prob, reference(prob, tol=1e-9)
 
 
 def moving_average(x, w):

@@ -70,7 +70,7 @@ def test_random_quadratic_instances_agree(seed, lam, knn):
     graph = (cfl.graphs.knn(A, 3, phi=0.5, warn_disconnected=False) if knn
              else cfl.graphs.complete(10))
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, lam)
-    ref = cfl.solve(prob, tol=1e-9)
+    ref = cfl.solve(prob, method="cvxpy", tol=1e-9)
     for method in ("ssnal", "admm"):
         assert_agrees(cfl.solve(prob, method=method, tol=1e-7), ref, 1e-7)
 
@@ -80,14 +80,14 @@ def test_reduced_problems_are_solved_on_the_inner_problem(method):
     loss = make_loss("quadratic", n_users=6, seed=5)
     for red in (cfl.global_model(loss), cfl.local_models(loss),
                 cfl.oracle(loss, [0, 0, 1, 1, 2, 2])):
-        ref = cfl.solve(red, tol=1e-9)
+        ref = cfl.solve(red, method="cvxpy", tol=1e-9)
         res = cfl.solve(red, method=method, tol=1e-8)
         assert res.converged and res.X.shape == (6, loss.dim)
         np.testing.assert_allclose(res.X, ref.X, atol=1e-6)
     loss = make_loss("logistic", n_users=6, seed=5)
     red = cfl.Reduced(loss, cfl.graphs.complete(6), [0, 0, 1, 1, 2, 2], 0.05)
     if method != "ssnal":
-        ref = cfl.solve(red, tol=1e-9)
+        ref = cfl.solve(red, method="cvxpy", tol=1e-9)
         res = cfl.solve(red, method=method, tol=1e-8)
         assert res.converged
         np.testing.assert_allclose(res.X, ref.X, atol=1e-6)
@@ -131,7 +131,7 @@ def test_unknown_method_is_refused():
 def test_random_instances_of_every_loss_agree(seed, lam, name, kind, method):
     loss = make_loss(name, n_users=N_USERS, dim=3, seed=seed)
     prob = cfl.SumOfNorms(loss, graph_of(kind, N_USERS, seed), lam)
-    ref = cfl.solve(prob, tol=1e-9)
+    ref = cfl.solve(prob, method="cvxpy", tol=1e-9)
     assert ref.converged, ref.message
     opts = {"random_state": 0} if method == "pdmm" else {}
     assert_agrees(cfl.solve(prob, method=method, tol=1e-7, **opts), ref, 1e-7)
@@ -151,7 +151,7 @@ def test_warm_started_paths_agree_with_cold_references(seed, name, kind, method,
     prev = None
     for lam in lam0 * np.array([1.0, 1.3, 1.6, 2.5, 4.0]):
         prob = cfl.SumOfNorms(loss, graph, float(lam))
-        ref = cfl.solve(prob, tol=1e-9)
+        ref = cfl.solve(prob, method="cvxpy", tol=1e-9)
         assert ref.converged, ref.message
         prev = cfl.solve(prob, method=method, tol=1e-7, warm_start=prev)
         assert_agrees(prev, ref, 1e-7)
