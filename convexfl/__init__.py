@@ -41,8 +41,8 @@ __all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_mod
            "bounds", "son_path", "path", "plotting", "estimators", "ConvexClustering",
            "SumOfNormsRegressor", "SumOfNormsClassifier"]
 
-_SUBMODULES = {"bounds", "estimators", "losses", "graphs", "problems", "certificates", "clusters", "datasets",
-               "path", "plotting", "solvers", "ckt", "federated", "cgpfl", "baselines", "ppfl"}
+_SUBMODULES = {"bounds", "estimators", "losses", "graphs", "problems", "certificates",
+               "clusters", "datasets", "path", "plotting", "solvers", "ckt", "federated", "cgpfl", "baselines", "ppfl"}
 
 
 _ESTIMATORS = {"ConvexClustering", "SumOfNormsRegressor", "SumOfNormsClassifier"}
