@@ -42,7 +42,8 @@ __all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_mod
            "SumOfNormsRegressor", "SumOfNormsClassifier"]
 
 _SUBMODULES = {"bounds", "estimators", "losses", "graphs", "problems", "certificates",
-               "clusters", "datasets", "path", "plotting", "solvers", "ckt", "federated", "cgpfl", "baselines", "ppfl"}
+               "clusters", "datasets", "path", "plotting", "solvers", "ckt", "federated",
+               "cgpfl", "baselines", "ppfl"}
 
 
 _ESTIMATORS = {"ConvexClustering", "SumOfNormsRegressor", "SumOfNormsClassifier"}

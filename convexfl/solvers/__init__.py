@@ -26,7 +26,9 @@ Methods
 Every method works in the standard units of :mod:`convexfl.units` (data centred, of unit
 spread; the solution is reported in yours), so its tolerances mean the same at any data scale
 and offset. Options with units that you pass (warm starts, ADMM's and PDMM's ρ, PDMM's η)
-are read in your units; defaults are in standard units. All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
+are read in your units; defaults are in standard units.
+
+All methods accept ``tol`` (the target **certified** KKT residual, normalised as in
 :mod:`convexfl.certificates`) and ``max_iter`` (the method's iteration limit), and return a
 :class:`Solution` whose ``kkt_residual`` is computed from ``X`` by
 :mod:`convexfl.certificates`, so that no solver is trusted on its own word. A run that
