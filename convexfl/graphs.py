@@ -36,9 +36,9 @@ class Graph:
     ----------
     n_nodes : int
     edges : int array (E, 2)
-        Pairs with ``i < j``, no duplicates.
+        Pairs with ``i < j``, each at most once (a repeated pair is refused).
     weights : float array (E,)
-        Positive weights ``w_ij``.
+        Positive, finite weights ``w_ij``.
     kind : str
         How the graph was built (for reports).
     """
@@ -55,6 +55,7 @@ class Graph:
                              or np.any(self.edges[:, 0] >= self.edges[:, 1])):
             raise ValueError(f"edges: expected pairs (i, j) with 0 <= i < j < {self.n_nodes} "
                              "(use graphs.from_edges for unordered pairs)")
+        _refuse_duplicates(self.edges, self.n_nodes)
         w = as_float_array(weights, "weights", ndim=1, allow_empty=True)
         if w.shape[0] != self.n_edges:
             raise ValueError(f"weights: expected {self.n_edges} entries (one per edge), "
@@ -161,6 +162,21 @@ class Graph:
     def subgraph_edges(self, mask) -> Graph:
         """The graph with only the edges where ``mask`` is true."""
         return Graph(self.n_nodes, self.edges[mask], self.weights[mask], kind=self.kind)
+
+
+def _refuse_duplicates(edges, n):
+    """Raise naming the first pair that occurs twice. O(E) for lexicographically sorted
+    edges (every constructor here makes them so), a sort otherwise."""
+    key = edges[:, 0] * np.int64(n) + edges[:, 1]
+    if key.size < 2 or np.all(np.diff(key) > 0):
+        return
+    key = np.sort(key)
+    dup = key[1:][np.diff(key) == 0]
+    if dup.size:
+        i, j = divmod(int(dup[0]), n)
+        raise ValueError(f"edges: the pair ({i}, {j}) occurs {int(np.sum(key == dup[0]))} "
+                         "times; each pair may appear once (add duplicate weights together "
+                         "first; a graph with repeated pairs would count them as more edges)")
 
 
 def complete(n_users: int, weight: float = 1.0) -> Graph:

@@ -93,3 +93,28 @@ def test_graph_argument_errors():
         cfl.graphs.knn([[0.0, np.inf], [1.0, 1.0]], k=1)
     with pytest.raises(ValueError, match="phi: must be >= 0"):
         cfl.graphs.knn(np.arange(8.0).reshape(4, 2), k=1, phi=-1.0)
+
+
+def test_graph_refuses_repeated_pairs():
+    """Issue 16, item 2: a repeated pair made a 3-node path pass as the complete graph
+    (3 edges = N(N−1)/2), and a 'certified' bound fell below the exact one."""
+    with pytest.raises(ValueError, match=r"^edges: the pair \(0, 1\) occurs 2 times"):
+        cfl.graphs.Graph(3, [[0, 1], [0, 1], [1, 2]], [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"^edges: the pair \(1, 2\) occurs 2 times"):
+        cfl.graphs.Graph(4, [[1, 2], [0, 3], [1, 2]], [1.0, 2.0, 3.0])  # unsorted input
+    with pytest.raises(ValueError, match="^edges: contains a duplicate pair"):
+        cfl.graphs.from_edges([[0, 1], [1, 0]])
+    ok = cfl.graphs.Graph(3, [[0, 1], [1, 2], [0, 2]], [1.0, 1.0, 1.0])
+    assert ok.is_complete_uniform
+
+
+@pytest.mark.parametrize("weights, match", [([1.0, -1.0], "> 0"), ([1.0, 0.0], "> 0"),
+                                            ([1.0, np.nan], "NaN"), ([1.0, np.inf], "NaN")])
+def test_graph_refuses_bad_weights(weights, match):
+    with pytest.raises(ValueError, match=f"^weights: .*{match}"):
+        cfl.graphs.Graph(3, [[0, 1], [1, 2]], weights)
+
+
+def test_graph_refuses_self_loops():
+    with pytest.raises(ValueError, match="^edges: expected pairs"):
+        cfl.graphs.Graph(3, [[0, 1], [1, 1]], [1.0, 1.0])
