@@ -336,25 +336,65 @@ class SolutionPath:
 
     @classmethod
     def load(cls, path) -> SolutionPath:
-        """Read a path written by :meth:`save` (or a :func:`son_path` checkpoint)."""
-        base = _base(path)
-        if not os.path.exists(base + ".npz") or not os.path.exists(base + ".json"):
-            raise FileNotFoundError(f"path: {base}.npz and {base}.json must both exist")
+        """Read a path written by :meth:`save` (or a :func:`son_path` checkpoint). A file
+        that is not such a path (truncated, corrupt, foreign, inconsistent) is refused with
+        a ``ValueError`` naming it; nothing is ever unpickled."""
+        return _load_path(cls, path, "path")
+
+
+def _load_path(cls, path, name):
+    """:meth:`SolutionPath.load`, errors under the argument ``name``."""
+    import zipfile
+
+    base = _base(path)
+    for ext in (".npz", ".json"):
+        if not os.path.exists(base + ext):
+            raise FileNotFoundError(f"{name}: {base}{ext} is missing ({base}.npz and "
+                                    f"{base}.json are written together)")
+    try:
         with open(base + ".json") as fh:
             meta = json.load(fh)
-        if meta.get("format") != "convexfl.SolutionPath/1":
-            raise ValueError(f"path: {base}.json is not a convexfl solution path")
-        with np.load(base + ".npz") as z:
-            arrays = {name: z[name] for name in _ARRAYS}
+        if not isinstance(meta, dict) or meta.get("format") != "convexfl.SolutionPath/1":
+            raise ValueError("it has no 'format': 'convexfl.SolutionPath/1'")
+        with np.load(base + ".npz", allow_pickle=False) as z:
+            arrays = {key: z[key] for key in _ARRAYS}
             flows = z["last_flows"] if "last_flows" in z.files else None
+        _check_path_arrays(arrays)
+        grid = meta.get("grid")
         extra = dict(meta.get("meta", {}))
         if flows is not None:
             extra["_last_flows"] = flows
-        grid = meta.get("grid")
-        return cls(**arrays, method=meta["method"],
+        return cls(**arrays, method=str(meta["method"]),
                    grid=None if grid is None else np.asarray(grid, float),
                    lam_hat=_from_json_float(meta.get("lam_hat")),
                    lam_convention=meta.get("lam_convention", "son"), meta=extra)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        reason = f"missing entry {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{name}: {base}.npz/.json is not a readable convexfl solution path "
+                         f"({type(exc).__name__}: {reason[:200]}); delete both files to "
+                         "start over, or use another name") from None
+
+
+def _check_path_arrays(arrays):
+    """Shapes and dtypes of a saved path agree: R λ, (R, N, d) models, (R, N) labels."""
+    R = arrays["lambdas"].shape[0] if arrays["lambdas"].ndim == 1 else -1
+    X = arrays["X"]
+    if R < 0 or X.ndim != 3 or X.shape[0] != R:
+        raise ValueError(f"lambdas/X shapes disagree: {arrays['lambdas'].shape}, {X.shape}")
+    for key, arr in arrays.items():
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"array {key!r} has dtype {arr.dtype}")
+        want = {"X": X.shape, "labels": X.shape[:2]}.get(key, (R,))
+        if arr.shape != want:
+            raise ValueError(f"array {key!r} has shape {arr.shape}, expected {want}")
+
+
+def _finished(path) -> int:
+    """The number of leading records of a checkpoint that are finite (a NaN or inf model,
+    objective or residual is never reused: that λ and the rest are recomputed)."""
+    ok = (np.all(np.isfinite(path.X), axis=(1, 2)) & np.isfinite(path.objective)
+          & np.isfinite(path.kkt_residual))
+    return len(ok) if ok.all() else int(np.argmin(ok))
 
 
 def _check_checkpoint(checkpoint) -> None:
@@ -518,7 +558,9 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     fuse_tol : float, optional
         Fusion distance for the clusters (default: each solution's own ``fuse_tol``).
     checkpoint : path-like, optional
-        ``<checkpoint>.npz`` / ``.json`` are rewritten atomically after every finished λ;
+        ``<checkpoint>.npz`` / ``.json`` are rewritten atomically after every finished λ
+        (a corrupt or foreign pair is refused with an error naming it; a record whose
+        models, objective or residual are not finite is recomputed, with a warning);
         if they exist (same problem, method, options and grid) the path resumes after the
         last finished λ without redoing it.
     progress : bool, optional
@@ -558,7 +600,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     fp = _fingerprint(prob, method, solver_options)
     done = None
     if checkpoint is not None and os.path.exists(_base(checkpoint) + ".npz"):
-        done = SolutionPath.load(checkpoint)
+        done = _load_path(SolutionPath, checkpoint, "checkpoint")
         if done.meta.get("fingerprint") != fp:
             raise ValueError(f"checkpoint: {_base(checkpoint)} belongs to another problem, "
                              "method or solver options (fingerprint mismatch); remove it or "
@@ -586,14 +628,18 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     start = 0
     X_last = flows_last = None
     if done is not None:
-        start = len(done)
+        start = _finished(done)
+        if start < len(done):
+            warnings.warn(f"checkpoint: {_base(checkpoint)}.npz holds a non-finite record at "
+                          f"λ = {done.lambdas[start]:.6g}; it and the {len(done) - start - 1} "
+                          "after it are recomputed", UserWarning, stacklevel=2)
         for name in cols:
-            cols[name][:start] = getattr(done, name)
+            cols[name][:start] = getattr(done, name)[:start]
         meta["notes"] = list(done.meta.get("notes", []))
         meta["resumed_at"] = start
         if start:
-            X_last = done.X[-1]
-            flows_last = done.meta.get("_last_flows")
+            X_last = done.X[start - 1]
+            flows_last = done.meta.get("_last_flows") if start == len(done) else None
     fn = METHODS[method]
     show = (R > 20) if progress is None else bool(progress)
     from tqdm.auto import tqdm

@@ -18,8 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import convexfl as cfl
 import theory_checks
 from convexfl import report
 from theory_checks.registry import save_json_atomic
@@ -229,3 +231,84 @@ def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert json.loads(path.read_text()) == {"status": "done"}
     assert sorted(p.name for p in path.parent.iterdir()) == ["s.json"]
+
+
+# --- issue 16, item 5: corrupt checkpoints are refused by name, bad records never reused ---
+
+def _small_path_problem():
+    A, _ = cfl.datasets.planted_points(2, 3, 2, separation=8.0, random_state=0)
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 0.0)
+
+
+CKPT_GRID = [0.0, 0.2, 0.5, 2.0]
+
+
+def _corruptions():
+    import json as _json
+
+    def truncate(base):
+        data = open(base + ".npz", "rb").read()
+        open(base + ".npz", "wb").write(data[: len(data) // 2])
+
+    def not_zip(base):
+        open(base + ".npz", "wb").write(b"hello")
+
+    def not_json(base):
+        open(base + ".json", "w").write("{not json")
+
+    def json_list(base):
+        open(base + ".json", "w").write("[1, 2]")
+
+    def json_no_method(base):
+        meta = _json.load(open(base + ".json"))
+        del meta["method"]
+        open(base + ".json", "w").write(_json.dumps(meta))
+
+    def rewrite(base, **change):
+        with np.load(base + ".npz") as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays.update(change)
+        for k in [k for k, v in change.items() if v is None]:
+            del arrays[k]
+        with open(base + ".npz", "wb") as fh:
+            np.savez(fh, **arrays)
+
+    return {
+        "truncated npz": truncate,
+        "npz not a zip": not_zip,
+        "json not json": not_json,
+        "json not an object": json_list,
+        "json without method": json_no_method,
+        "npz without X": lambda b: rewrite(b, X=None),
+        "X of the wrong shape": lambda b: rewrite(b, X=np.zeros((2, 6))),
+        "object array": lambda b: rewrite(b, objective=np.array([1, "a"], dtype=object)),
+        "json missing": lambda b: os.remove(b + ".json"),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_corruptions()))
+def test_a_corrupt_checkpoint_is_refused_naming_the_file(tmp_path, name):
+    prob, base = _small_path_problem(), str(tmp_path / "ck")
+    cfl.son_path(prob, CKPT_GRID[:2], method="ssnal", checkpoint=base, progress=False)
+    _corruptions()[name](base)
+    with pytest.raises((ValueError, FileNotFoundError), match=f"^checkpoint: {base}"):
+        cfl.son_path(prob, CKPT_GRID[:2], method="ssnal", checkpoint=base, progress=False)
+    with pytest.raises((ValueError, FileNotFoundError), match=f"^path: {base}"):
+        cfl.path.SolutionPath.load(base)
+
+
+def test_a_non_finite_record_is_recomputed_not_reused(tmp_path):
+    prob, base = _small_path_problem(), str(tmp_path / "ck")
+    good = cfl.son_path(prob, CKPT_GRID, method="ssnal", progress=False)
+    cfl.son_path(prob, CKPT_GRID, method="ssnal", checkpoint=base, progress=False)
+    with np.load(base + ".npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["objective"][1] = np.nan
+    with open(base + ".npz", "wb") as fh:
+        np.savez(fh, **arrays)
+    with pytest.warns(UserWarning, match="non-finite record at λ = 0.2"):
+        again = cfl.son_path(prob, CKPT_GRID, method="ssnal", checkpoint=base,
+                             progress=False)
+    assert again.meta["resumed_at"] == 1
+    assert np.all(np.isfinite(again.objective))
+    np.testing.assert_allclose(again.objective, good.objective, rtol=1e-9)
