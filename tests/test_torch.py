@@ -424,3 +424,20 @@ def test_cuda_single_round_parameters_match_cpu(digits):
     gpu_again = cft.FedAvgDNN(device="cuda", **kw).fit(digits)
     for k in gpu.params_:
         np.testing.assert_allclose(gpu.params_[k], gpu_again.params_[k], atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), "NaN"),
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 5, np.inf, X), "NaN or inf"),
+    (lambda X: X[:, :10], "features"),
+    (lambda X: X[0], "2-D"),
+    (lambda X: X.astype(str), "numeric"),
+])
+def test_predict_refuses_bad_rows_at_the_door(digits, bad, match):
+    """Issue 16, item 6: NaN/inf rows got labels; wrong shapes failed deep in torch."""
+    model = cft.FedAvgDNN(rounds=1, random_state=0).fit(digits)
+    X = np.asarray(digits[0].X_test, float)
+    with pytest.raises((ValueError, TypeError), match=f"^X: .*{match}"):
+        model.predict(bad(X), 0)
+    with pytest.raises(ValueError, match="^client"):
+        model.predict(X, 99)

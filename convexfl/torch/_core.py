@@ -439,9 +439,19 @@ class TorchFederatedTrainer(BaseEstimator):
         """Client ``client``'s personalised logits on rows ``X`` (numpy, float32)."""
         self._check_fitted()
         client = as_int(client, "client", low=0, high=self.n_clients_ - 1)
-        Xt = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device_)
+        Xt = torch.as_tensor(self._check_rows(X), dtype=DTYPE, device=self.device_)
         with torch.no_grad():
             return self._logits(client, Xt).detach().cpu().numpy()
+
+    def _check_rows(self, X) -> np.ndarray:
+        """``X`` as finite float rows with the features seen in fit (refused by name)."""
+        from .._validation import as_float_array
+
+        X = as_float_array(X, "X", ndim=2, allow_empty=True)
+        if X.shape[1] != self.n_features_:
+            raise ValueError(f"X: has {X.shape[1]} features, the model was fitted on "
+                             f"{self.n_features_}")
+        return X
 
     def predict(self, X, client: int) -> np.ndarray:
         """Predicted classes of client ``client``'s personalised model."""
