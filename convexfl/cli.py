@@ -19,13 +19,9 @@ report [--quick] [--out DIR]
 
 Data files (``DATA``)
 ---------------------
-- ``.npz`` with ``A`` (or ``points``): one point per user (quadratic loss, convex
-  clustering); or ``X``, ``y``, ``groups``: samples with targets and the user of each
-  sample (one user per distinct group, sorted). Optional ``partition`` (one label per user).
-- ``.csv`` with a header: columns ``y`` and ``group`` mean samples (all other columns except
-  ``cluster`` are features); otherwise every column except ``cluster`` is a coordinate of a
-  point (one row per user). A ``cluster`` column gives the partition (per user, or per
-  sample constant within each group).
+Points (one user per row) or samples (rows with a target ``y`` and a user ``group``), as
+``.csv`` or ``.npz``: :data:`FORMATS`, printed by ``convexfl --help`` and by the ``--help``
+of every subcommand that reads one.
 
 Every λ read or written is in the canonical (SON) convention unless ``--convention`` says
 otherwise for an input λ.
@@ -41,6 +37,21 @@ import zipfile
 import numpy as np
 
 SUBCOMMANDS = {}
+
+FORMATS = """\
+data files:
+  points  one user per row, every column a coordinate (quadratic loss, convex clustering):
+            .csv  header row, then numbers:        x1,x2[,cluster]
+            .npz  array 'A' (or 'points') (N, d)   [, 'partition' (N,)]
+  samples one sample per row, with its target and its user (data losses):
+            .csv  header with columns y and group: x1,x2,...,y,group[,cluster]
+            .npz  arrays 'X' (n, p), 'y' (n,), 'groups' (n,)  [, 'partition' (N,)]
+  The names y, group (or groups) and cluster are matched case-insensitively; a UTF-8 BOM
+  is ignored; every cell must be a finite number; repeated column names, ragged rows and
+  text cells are refused with the line and column. One user per distinct group label, in
+  sorted order. 'cluster' is a partition: one label per user (points) or per sample,
+  constant within each group (samples).
+"""
 
 
 def subcommand(name, help):
@@ -108,25 +119,41 @@ demo.configure = _configure_demo
 # ---------------------------------------------------------------------------------------------
 
 LOSSES = ("quadratic", "least_squares", "logistic", "squared_hinge", "huber", "poisson")
+SPECIAL_COLUMNS = ("y", "group", "groups", "cluster")  # matched case-insensitively
 
 
 def _read_csv(path):
+    """``(columns, header)`` of a numeric CSV file with a header row (the special names
+    matched case-insensitively, a UTF-8 BOM ignored); refuses repeated column names, ragged
+    rows and cells that are not finite numbers, naming the row and the column."""
     import csv
 
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
     if len(rows) < 2:
         raise ValueError(f"data: {path} needs a header row and at least one data row")
     header = [h.strip() for h in rows[0]]
-    try:
-        body = np.array([[float(c) for c in r] for r in rows[1:]], dtype=float)
-    except ValueError as exc:
-        raise ValueError(f"data: {path} has a non-numeric entry ({exc})") from None
-    if body.shape[1] != len(header):
-        raise ValueError(f"data: {path} rows have {body.shape[1]} fields but the header has "
-                         f"{len(header)}")
-    return {h: body[:, j] for j, h in enumerate(header)}, header
+    keys = [h.lower() if h.lower() in SPECIAL_COLUMNS else h for h in header]
+    repeated = sorted({h for h in keys if keys.count(h) > 1})
+    if repeated or "" in keys:
+        raise ValueError(f"data: {path} has " + (f"repeated column names {repeated}"
+                         if repeated else "an empty column name") + "; every column needs "
+                         "its own name")
+    body = np.empty((len(rows) - 1, len(header)))
+    for i, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(f"data: {path} line {i} has {len(row)} fields, the header has "
+                             f"{len(header)}")
+        for j, cell in enumerate(row):
+            try:
+                body[i - 2, j] = float(cell)
+            except ValueError:
+                raise ValueError(f"data: {path} line {i}, column {header[j]!r}: {cell!r} is "
+                                 "not a number") from None
+            if not np.isfinite(body[i - 2, j]):
+                raise ValueError(f"data: {path} line {i}, column {header[j]!r}: {cell!r} is "
+                                 "not finite")
+    return {h: body[:, j] for j, h in enumerate(keys)}, keys
 
 
 def load_data(path) -> dict:
@@ -162,6 +189,10 @@ def load_data(path) -> dict:
         cols, header = _read_csv(path)
         cluster = cols.get("cluster")
         group_key = "group" if "group" in cols else ("groups" if "groups" in cols else None)
+        if ("y" in cols) != (group_key is not None):
+            raise ValueError(f"data: {path} has a '{'y' if 'y' in cols else group_key}' "
+                             "column but no '" + ("group" if "y" in cols else "y") + "' "
+                             "column; a samples file needs both, a points file neither")
         if "y" in cols and group_key is not None:
             feats = [h for h in header if h not in ("y", group_key, "cluster")]
             if not feats:
@@ -270,11 +301,52 @@ def _write_json(path, obj):
 
 
 def _check_output_file(path, name: str = "json") -> None:
+    """Before computing: ``path`` can be written (its folder exists and takes files)."""
     import os
 
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{name}: {path!r} is a folder, expected a file name")
     if not os.path.isdir(folder):
         raise ValueError(f"{name}: the folder {folder!r} does not exist")
+    _check_writable(folder, name)
+
+
+def _check_writable(folder, name) -> None:
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".convexfl-write-test-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot write in {folder!r} ({exc.strerror or exc})") from None
+
+
+def _prepare_output(args) -> None:
+    """Before computing: ``--out`` is (or can be made) a folder that takes files; without
+    matplotlib the plots are skipped with a one-line note (the JSON is still written)."""
+    import os
+
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"out: {args.out!r} exists and is not a folder")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"out: cannot create the folder {args.out!r} "
+                         f"({exc.strerror or exc})") from None
+    _check_writable(args.out, "out")
+    if not args.no_plot and not _have_matplotlib():
+        print(f"convexfl {args.command}: note: matplotlib is not installed (pip install "
+              "'convexfl[plot]'); plots skipped", file=sys.stderr)
+        args.no_plot = True
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _configure_bounds(p):
@@ -294,7 +366,7 @@ def bounds_cmd(args) -> int:
     import convexfl as cfl
 
     prob, part, _, loss_name = build_problem(args)
-    os.makedirs(args.out, exist_ok=True)
+    _prepare_output(args)
     fb = cfl.bounds.fusion_threshold(prob)
     out = {"data": os.path.abspath(args.data), "loss": loss_name, "n_users": prob.n_users,
            "dim": prob.dim, "graph": prob.graph.kind, "lam_convention": "son",
@@ -336,7 +408,8 @@ bounds_cmd.configure = _configure_bounds
 
 def _configure_path(p):
     _configure_common(p)
-    p.add_argument("--method", default="cvxpy", help="solver method (default cvxpy)")
+    p.add_argument("--method", default="auto", help="solver method (default auto; cvxpy is "
+                   "the slow reference)")
     p.add_argument("--n-lambdas", type=int, default=30, help="grid size (0 and a geometric "
                    "grid ending at lam_hat)")
     p.add_argument("--lambdas", type=float, nargs="+", help="explicit λ grid (SON)")
@@ -355,7 +428,7 @@ def path_cmd(args) -> int:
     import convexfl as cfl
 
     prob, part, _, loss_name = build_problem(args)
-    os.makedirs(args.out, exist_ok=True)
+    _prepare_output(args)
     opts = {} if args.tol is None else {"tol": args.tol}
     base = os.path.join(args.out, "path")
     path = cfl.son_path(prob, args.lambdas, method=args.method, n_lambdas=args.n_lambdas,
@@ -413,7 +486,17 @@ def _configure_report(p):
 @subcommand("report", "the main job: theory checks and the papers' key figures, as one "
                       "HTML + JSON report (resumable)")
 def report_cmd(args) -> int:
+    import os
+
     from .report import run_report
+
+    if not _have_matplotlib():
+        raise ValueError("report: its figures need matplotlib; pip install 'convexfl[plot]' "
+                         "(or run the theory checks alone: python -m theory_checks)")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"out: {args.out!r} exists and is not a folder")
+    os.makedirs(args.out, exist_ok=True)
+    _check_writable(args.out, "out")
 
     path = run_report(quick=args.quick, out=args.out, only=args.only, fresh=args.fresh,
                       progress=not args.no_progress)
@@ -431,10 +514,13 @@ report_cmd.configure = _configure_report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="convexfl", description=__doc__.split("\n")[0])
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="convexfl", description=__doc__.split("\n")[0],
+                                     epilog=FORMATS, formatter_class=raw)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (fn, help_) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=raw,
+                           epilog=FORMATS if name in ("bounds", "path") else None)
         getattr(fn, "configure", lambda p: None)(p)
         p.set_defaults(func=fn)
     return parser
@@ -444,7 +530,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         print(f"convexfl {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -74,3 +74,79 @@ def test_samples_csv_and_errors(tmp_path, capsys):
 def test_demo_still_works(capsys):
     assert cli.main(["demo"]) == 0
     assert "exact recovery interval" in capsys.readouterr().out
+
+
+# --- issue 16, items 3 and 4: input read with a real parser, output checked up front -----
+
+def _samples_rows(header):
+    X, y, groups, _ = cfl.datasets.planted_classification(2, 2, 10, 2, flip=0.0,
+                                                          random_state=1)
+    rows = [header] + [f"{a:.9g},{b:.9g},{t:g},{g:g}" for (a, b), t, g in
+                       zip(X, y, groups, strict=True)]
+    return "\n".join(rows) + "\n", len(np.unique(groups))
+
+
+@pytest.mark.parametrize("header, prefix", [("x0,x1,Y,Group", ""), (" x0 , x1 , y , GROUPS ", ""),
+                                            ("x0,x1,y,group", "\ufeff")])
+def test_samples_headers_are_read_as_samples(tmp_path, capsys, header, prefix):
+    """A BOM or capitalised Y/Group made a samples file read as a points file."""
+    text, n_users = _samples_rows(header)
+    path = tmp_path / "s.csv"
+    path.write_text(prefix + text, encoding="utf-8")
+    assert cli.main(["bounds", str(path), "--out", str(tmp_path / "o"), "--no-plot"]) == 0
+    res = json.loads((tmp_path / "o" / "bounds.json").read_text())
+    assert res["n_users"] == n_users and res["loss"] == "logistic"
+
+
+@pytest.mark.parametrize("text, match", [
+    ("x0,x0,cluster\n1,2,0\n3,4,1\n", "repeated column names \\['x0'\\]"),
+    ("x0,Y,y,group\n1,1,1,0\n", "repeated column names \\['y'\\]"),
+    ("x0,,x2\n1,2,3\n", "empty column name"),
+    ("x0,x1\n1,2\n3\n", "line 3 has 1 fields"),
+    ("x0,x1\n1,2\n3,abc\n", "line 3, column 'x1': 'abc' is not a number"),
+    ("x0,x1\n1,nan\n3,4\n", "line 2, column 'x1': 'nan' is not finite"),
+    ("x0,x1,y\n1,2,1\n3,4,0\n", "has a 'y' column but no 'group'"),
+    ("", "needs a header row"),
+])
+def test_malformed_csv_is_refused_with_line_and_column(tmp_path, capsys, text, match):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    assert cli.main(["bounds", str(path), "--out", str(tmp_path / "o"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "error: data:" in err
+    assert __import__("re").search(match, err), err
+
+
+def test_an_unwritable_output_is_refused_before_computing(points_csv, tmp_path, capsys):
+    path = points_csv[0]
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "sub"):
+        for cmd in ("bounds", "path"):
+            assert cli.main([cmd, str(path), "--out", str(out)]) == 2
+            err = capsys.readouterr().err
+            assert "error: out:" in err and "Traceback" not in err
+    assert cli.main(["demo", "--json", str(tmp_path)]) == 2
+    assert "error: json:" in capsys.readouterr().err
+
+
+def test_without_matplotlib_the_json_is_written_and_plots_skipped(points_csv, tmp_path,
+                                                                  capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    out = tmp_path / "o"
+    assert cli.main(["bounds", str(points_csv[0]), "--out", str(out)]) == 0
+    assert (out / "bounds.json").exists() and not (out / "bounds.png").exists()
+    assert "matplotlib is not installed" in capsys.readouterr().err
+    assert cli.main(["path", str(points_csv[0]), "--out", str(out), "--n-lambdas", "5"]) == 0
+    assert (out / "path_report.json").exists() and not (out / "dendrogram.png").exists()
+    assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 2
+    assert "pip install 'convexfl[plot]'" in capsys.readouterr().err
+
+
+def test_help_documents_the_file_formats(capsys):
+    for argv in (["--help"], ["bounds", "--help"], ["path", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        text = capsys.readouterr().out
+        assert "case-insensitively" in text and "'X' (n, p), 'y' (n,), 'groups'" in text
