@@ -335,18 +335,13 @@ def _prepare_output(args) -> None:
         raise ValueError(f"out: cannot create the folder {args.out!r} "
                          f"({exc.strerror or exc})") from None
     _check_writable(args.out, "out")
-    if not args.no_plot and not _have_matplotlib():
+    from ._extras import missing
+
+    if not args.no_plot and missing("plot"):
         print(f"convexfl {args.command}: note: matplotlib is not installed (pip install "
               "'convexfl[plot]'); plots skipped", file=sys.stderr)
         args.no_plot = True
 
-
-def _have_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _configure_bounds(p):
@@ -488,11 +483,10 @@ def _configure_report(p):
 def report_cmd(args) -> int:
     import os
 
+    from ._extras import require
     from .report import run_report
 
-    if not _have_matplotlib():
-        raise ValueError("report: its figures need matplotlib; pip install 'convexfl[plot]' "
-                         "(or run the theory checks alone: python -m theory_checks)")
+    require("report", "plot", "stats")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"out: {args.out!r} exists and is not a folder")
     os.makedirs(args.out, exist_ok=True)

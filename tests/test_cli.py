@@ -150,3 +150,19 @@ def test_help_documents_the_file_formats(capsys):
             cli.main(argv)
         text = capsys.readouterr().out
         assert "case-insensitively" in text and "'X' (n, p), 'y' (n,), 'groups'" in text
+
+
+@pytest.mark.parametrize("blocked, extra", [("matplotlib", "plot"), ("statsmodels", "stats")])
+def test_a_missing_extra_is_named_never_a_finding(blocked, extra, tmp_path, capsys,
+                                                  monkeypatch):
+    """Issue 17, item 3: without the extras the theory checks marked 14 of 20 claims
+    'inconclusive' (and the report counted them as findings), exiting 0."""
+    import sys
+
+    from theory_checks.__main__ import main as theory_main
+    monkeypatch.setitem(sys.modules, blocked, None)
+    assert theory_main(["--quick", "--out", str(tmp_path / "tc")]) == 2
+    assert f"pip install 'convexfl[{extra}]'" in capsys.readouterr().err
+    assert not (tmp_path / "tc").exists()  # refused before any check ran
+    assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 2
+    assert f"'convexfl[{extra}]'" in capsys.readouterr().err

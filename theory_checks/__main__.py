@@ -4,6 +4,8 @@ import argparse
 import os
 import sys
 
+from convexfl._extras import require
+
 from . import REGISTRY, run_checks, write_report
 
 
@@ -22,6 +24,7 @@ def main(argv=None) -> int:
         print("\n".join(REGISTRY))
         return 0
     try:
+        require("the theory checks", "plot", "stats")
         if a.json and os.path.isdir(a.json):
             raise ValueError(f"--json: {a.json!r} is a folder; give a file name")
         results = run_checks(a.only, quick=a.quick, seed=a.seed, out=a.out,
