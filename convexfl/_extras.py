@@ -27,5 +27,5 @@ def require(what: str, *extras: str) -> None:
     lack = missing(*extras)
     if lack:
         names = ", ".join(f"{e} ({EXTRAS[e]})" for e in lack)
-        raise ValueError(f"{what} needs the extra(s) {names}: pip install "
+        raise ValueError(f"{what}: the extra(s) {names} not installed; pip install "
                          f"'convexfl[{','.join(lack)}]'")
