@@ -75,8 +75,11 @@ def _theory_checks(out: Path, quick: bool) -> dict:
     findings = [f"{r.id}: {r.details.splitlines()[0]}" for r in results
                 if r.outcome != "holds"]
     text = (f"{sum(r.outcome == 'holds' for r in results)} of {len(results)} claims hold; "
-            f"findings: {len(findings)}. Full report: theory-checks/report.html.")
+            f"{len(findings)} finding(s), named below. Each claim with its instances, margins "
+            "and a control that must fail: the theory-check report.")
     return {"title": "Theory checks", "text": text, "figures": figures,
+            "links": [["the theory-check report (every claim, margins, controls)",
+                       "theory-checks/report.html"]],
             "data": {"checks": rows, "findings": findings}}
 
 
@@ -119,19 +122,93 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     return out / "report.html"
 
 
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1040px;margin:auto;padding:0 1em;color:#1f2328}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
+th,td{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#f6f8fa} tr:nth-child(even) td{background:#fbfcfd}
+.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:.6em 1.2em}
+.failed{color:#cf222e} .finding{color:#9a6700} .holds{color:#1a7f37}
+figure{display:inline-block;margin:.5em;vertical-align:top}
+figure img{max-width:480px;border:1px solid #d0d7de}
+figcaption{font-size:.8em;color:#57606a} pre{white-space:pre-wrap;background:#f6f8fa;padding:.5em}
+"""
+
+
 def _html(sections) -> str:
-    parts = []
+    """The report page: a summary on top (sections, claims that hold, every finding named,
+    links), then each section with its tables rendered and its figures linked."""
+    e = html.escape
+    body = ["<h1>convexfl report</h1>", _summary_html(sections)]
     for s in sections:
-        figs = "".join(f"<figure><img src='{html.escape(f)}' style='max-width:860px'>"
-                       f"<figcaption>{html.escape(f)}</figcaption></figure>"
-                       for f in s.get("figures", []))
-        status = "" if s.get("status") == "done" else " <span style='color:#cf222e'>(failed)</span>"
-        parts.append(f"<h2>{html.escape(s['title'])}{status}</h2>"
-                     f"<pre style='white-space:pre-wrap'>{html.escape(s.get('text', ''))}</pre>"
-                     f"{figs}<p><small>{s.get('seconds', 0):.1f} s</small></p>")
-    return ("<!doctype html><meta charset='utf-8'><title>convexfl report</title>"
-            "<body style='font-family:sans-serif;max-width:1000px;margin:auto'>"
-            "<h1>convexfl report</h1>" + "".join(parts) + "</body>")
+        failed = s.get("status") != "done"
+        body.append(f"<h2 id='{e(s.get('name', ''))}'>{e(s['title'])}"
+                    + (" <span class='failed'>(failed)</span>" if failed else "") + "</h2>")
+        body.append(f"<pre>{e(s.get('text', ''))}</pre>" if failed
+                    else _text_html(s.get("text", "")))
+        findings = s.get("data", {}).get("findings") or []
+        if findings:
+            body.append("<p><b>Findings</b> (claims that do not hold, with their numbers):</p>"
+                        "<ul>" + "".join(f"<li class='finding'>{e(f)}</li>" for f in findings)
+                        + "</ul>")
+        body.append("".join(f"<p><a href='{e(href)}'>{e(label)}</a></p>"
+                            for label, href in s.get("links", [])))
+        body.append("".join(f"<figure><a href='{e(f)}'><img src='{e(f)}' alt='{e(f)}'></a>"
+                            f"<figcaption>{e(f)}</figcaption></figure>"
+                            for f in s.get("figures", [])))
+        body.append(f"<p><small>{s.get('seconds', 0):.1f} s</small></p>")
+    return ("<!doctype html><html lang='en'><meta charset='utf-8'>"
+            f"<title>convexfl report</title><style>{_CSS}</style><body>"
+            + "".join(body) + "</body></html>")
+
+
+def _summary_html(sections) -> str:
+    e = html.escape
+    done = [s for s in sections if s.get("status") == "done"]
+    failed = [s for s in sections if s.get("status") != "done"]
+    mode = "quick" if any(s.get("quick") for s in sections) else "full"
+    items = [f"{len(done)} of {len(sections)} sections finished ({mode} mode)"
+             + (": failed " + ", ".join(f"<a class='failed' href='#{e(s.get('name', ''))}'>"
+                                        f"{e(s['title'])}</a>" for s in failed)
+                if failed else "")]
+    for s in done:
+        checks = s.get("data", {}).get("checks")
+        if checks:
+            holds = sum(c["outcome"] == "holds" for c in checks)
+            findings = s["data"].get("findings") or []
+            items.append(f"<span class='holds'>{holds} of {len(checks)} claims hold</span>; "
+                         f"{len(findings)} finding(s)"
+                         + ("".join(f"<br><span class='finding'>• {e(f)}</span>"
+                                    for f in findings))
+                         + " — <a href='theory-checks/report.html'>the theory-check report"
+                           "</a>")
+    toc = " · ".join(f"<a href='#{e(s.get('name', ''))}'>{e(s['title'].split(':')[0])}</a>"
+                     for s in sections)
+    return ("<div class='summary'><ul>" + "".join(f"<li>{i}</li>" for i in items)
+            + f"</ul><p>Sections: {toc}</p></div>")
+
+
+def _text_html(text: str) -> str:
+    """Paragraphs, with Markdown pipe tables (``| a | b |`` rows) as HTML tables."""
+    out = []
+    for block in text.split("\n\n"):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        if lines and all(ln.lstrip().startswith("|") for ln in lines):
+            out.append(_table_html(lines))
+        elif lines:
+            out.append("<p>" + "<br>".join(html.escape(ln) for ln in lines) + "</p>")
+    return "".join(out)
+
+
+def _table_html(lines) -> str:
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines]
+    rows = [r for r in rows if not all(set(c) <= set("-: ") for c in r)]  # the |---| rule
+    head, rest = rows[0], rows[1:]
+    e = html.escape
+    return ("<table><thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in head)
+            + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r)
+                                              + "</tr>" for r in rest) + "</tbody></table>")
 
 
 # ---------------------------------------------------------------------------------------------
