@@ -527,6 +527,12 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, OSError) as exc:
         print(f"convexfl {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        kept = getattr(args, "out", None)
+        print(f"convexfl {args.command}: interrupted"
+              + (f"; finished work is kept in {kept!r}: run the same command again to resume"
+                 if args.command in ("report", "path") and kept else ""), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

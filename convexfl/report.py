@@ -18,6 +18,7 @@ import html
 import json
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 from ._io import atomic_write_text
@@ -109,7 +110,10 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
             continue
         start = time.perf_counter()
         try:
-            result = SECTIONS[name](out, quick)
+            with warnings.catch_warnings(record=True) as caught:  # into the report, not
+                warnings.simplefilter("always")                   # through the progress bar
+                result = SECTIONS[name](out, quick)
+            result["notes"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
             result["status"] = "done"
         except Exception:  # report it and go on: the other sections still run
             result = {"title": name, "text": "This section failed:\n" + traceback.format_exc(),
@@ -152,6 +156,12 @@ def _html(sections) -> str:
             body.append("<p><b>Findings</b> (claims that do not hold, with their numbers):</p>"
                         "<ul>" + "".join(f"<li class='finding'>{e(f)}</li>" for f in findings)
                         + "</ul>")
+        notes = s.get("notes") or []
+        if notes:
+            body.append("<p><b>Notes</b> (warnings raised while computing this section; a "
+                        "non-monotone cluster count means a cluster split as λ grew, possible "
+                        "with general weights or a loose fusion tolerance):</p><ul>"
+                        + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
         body.append("".join(f"<p><a href='{e(href)}'>{e(label)}</a></p>"
                             for label, href in s.get("links", [])))
         body.append("".join(f"<figure><a href='{e(f)}'><img src='{e(f)}' alt='{e(f)}'></a>"

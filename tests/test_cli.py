@@ -166,3 +166,15 @@ def test_a_missing_extra_is_named_never_a_finding(blocked, extra, tmp_path, caps
     assert not (tmp_path / "tc").exists()  # refused before any check ran
     assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 2
     assert f"'convexfl[{extra}]'" in capsys.readouterr().err
+
+
+def test_ctrl_c_prints_one_line_saying_what_is_kept(tmp_path, capsys, monkeypatch):
+    """Issue 17, item 5: Ctrl-C printed a 30-line traceback."""
+    import convexfl.report as report_module
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(report_module, "run_report", interrupted)
+    assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run the same command again to resume" in err[0]

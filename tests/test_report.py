@@ -32,3 +32,17 @@ def test_the_page_has_a_summary_rendered_tables_named_findings_and_links():
     assert "<a href='theory-checks/figures/a.png'><img" in page
     assert "<li class='finding'>cgpfl.heuristic: margin -0.0017</li>" in page
     assert "<pre>This section failed:" in page  # a traceback stays preformatted
+
+
+def test_warnings_of_a_section_go_into_the_report(tmp_path, monkeypatch):
+    import warnings
+
+    def noisy(out, quick):
+        warnings.warn("the cluster structure is not monotone along the path", UserWarning,
+                      stacklevel=2)
+        return {"title": "Noisy", "text": "ok", "figures": [], "data": {}}
+    monkeypatch.setitem(report.SECTIONS, "noisy", noisy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing may escape to the terminal
+        page = report.run_report(quick=True, out=tmp_path, only=["noisy"], progress=False)
+    assert "UserWarning: the cluster structure is not monotone" in page.read_text()

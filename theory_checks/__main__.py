@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"theory_checks: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"theory_checks: interrupted; finished checks are kept in {a.out!r}: run the "
+              "same command again to resume", file=sys.stderr)
+        return 130
     report = write_report(results, a.out, a.json)
     width = max(len(r.id) for r in results)
     for r in results:
