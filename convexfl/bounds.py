@@ -21,7 +21,7 @@ and the reduced problem (RED) of a partition ``C_1..C_K`` (``n_k = |C_k|``,
 
     \min_{w_1..w_K} \sum_k \sum_{i∈C_k} f_i(w_k) + λ \sum_{k<l} W_{kl} \|w_k - w_l\| .
 
-What is here (MATH.md §1.3–1.4):
+What is here (docs/math.md §1.3–1.4):
 
 ==========================  ===============================================================
 :func:`theorem1_threshold`  λ₁(C; λ) of Theorem 1 (paper (6)) at ``w*(λ)``
@@ -1554,7 +1554,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
                        note="max_i ‖g_i‖ / deg_i (each user's flow capacity)"),
         "upper": Bound("fusion_threshold_upper", "certified bound", up, up, note=up_note)}
     return Bound("fusion_threshold", "exact", rho, rho, inputs=inputs,
-                 note="min-max flow SOCP at the global model (MATH.md §1.4); all models "
+                 note="min-max flow SOCP at the global model (docs/math.md §1.4); all models "
                       "coincide iff λ ≥ value", related=related)
 
 
@@ -1597,7 +1597,7 @@ class PartitionCertificate(Bound):
 def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None, *,
                           method: str = "cvxpy", solver_options=None,
                           _probe=None) -> PartitionCertificate:
-    r"""The exact partition certificate (MATH.md §1.4) of ``partition`` at λ, any graph.
+    r"""The exact partition certificate (docs/math.md §1.4) of ``partition`` at λ, any graph.
 
     With ``w*(λ)`` solving (RED) and the ``w_k*`` pairwise distinct, ``X = clustered(w*)``
     solves (SON) **iff** for every cluster the within-cluster flow problem

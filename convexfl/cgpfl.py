@@ -2,7 +2,7 @@ r"""CGPFL: personalised FL with clustered generalisation (Tang et al., ICLR 2022
 ``seeds/000``, later version ``seeds/001``), for ℓ2-regularised multinomial logistic
 regression, on the federated runtime.
 
-Objective (paper (2); ``MATH.md`` §4)
+Objective (paper (2); ``docs/math.md`` §4)
 -------------------------------------
 
 .. math::

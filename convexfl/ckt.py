@@ -6,7 +6,7 @@ estimator (12), the printed closed form of Theorem 4.2, the *exact* conditional 
 (15) in closed form, a numerical minimiser of that risk, a Monte Carlo estimate of it, and a
 comparison report (:func:`compare_theorem_4_2`) that a theory check can call.
 
-Model (paper Sec. 4; ``MATH.md`` §3)
+Model (paper Sec. 4; ``docs/math.md`` §3)
 ------------------------------------
 For clients :math:`k = 1..K`
 

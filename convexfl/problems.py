@@ -1,4 +1,4 @@
-r"""The formulations of MATH.md §1 as data: what is minimised, never how.
+r"""The formulations of docs/math.md §1 as data: what is minimised, never how.
 
 Canonical sum-of-norms objective (the one the Armacki et al. theorems hold for):
 

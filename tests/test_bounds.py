@@ -1,5 +1,5 @@
 """λ-bounds: the exact recovery interval and fusion threshold against the reference solver,
-and the theorem intervals inside them (MATH.md §1.3–1.4)."""
+and the theorem intervals inside them (docs/math.md §1.3–1.4)."""
 
 import json
 import math

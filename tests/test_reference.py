@@ -51,7 +51,7 @@ def test_global_and_oracle_comparators_match_independent_solutions(name):
 
 @pytest.mark.parametrize("name", LOSS_NAMES)
 def test_lambda_above_closed_form_fusion_bound_gives_consensus(name):
-    """MATH.md §1.4: λ ≥ max_ij ‖g_i − g_j‖/N with g_i = ∇f_i(y*) fuses everything."""
+    """docs/math.md §1.4: λ ≥ max_ij ‖g_i − g_j‖/N with g_i = ∇f_i(y*) fuses everything."""
     loss = make_loss(name, n_users=5, seed=13)
     n = loss.n_users
     y = reference(cfl.global_model(loss), tol=1e-10).X
@@ -65,7 +65,7 @@ def test_lambda_above_closed_form_fusion_bound_gives_consensus(name):
 
 
 def theorem3_interval_by_hand(A, truth):
-    """Independent restatement of MATH.md §1.3, Theorem 3, for the quadratic loss."""
+    """Independent restatement of docs/math.md §1.3, Theorem 3, for the quadratic loss."""
     k = truth.max() + 1
     n = len(A)
     sizes = np.bincount(truth)

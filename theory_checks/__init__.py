@@ -1,4 +1,4 @@
-"""Numerical checks of every claim of the four papers (MATH.md §5).
+"""Numerical checks of every claim of the four papers (docs/math.md §5).
 
 Run them all with ``python -m theory_checks`` (``--list``, ``--quick``, ``--only ID...``,
 ``--seed S``, ``--json FILE``, ``--out DIR``). Each claim is one module with

@@ -4,7 +4,7 @@ A check is a function ``run(quick: bool, seed: int, out: Path) -> Outcome`` regi
 :func:`register`. It runs many instances inside the claim's assumptions, reports margins,
 and runs a **control** (instances outside the assumptions, or a λ outside the interval)
 whose outcome is known to differ — so that a check which cannot fail is visible as such
-(MATH.md §5). A claim that does not hold as printed is reported as ``fails`` with numbers
+(docs/math.md §5). A claim that does not hold as printed is reported as ``fails`` with numbers
 and a saved counterexample: a finding, not a bug.
 """
 

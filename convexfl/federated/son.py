@@ -1,5 +1,5 @@
 r"""Federated sum-of-norms: network-lasso ADMM (Hallac, Leskovec, Boyd, KDD 2015) as an
-:class:`~convexfl.federated.Algorithm` (MATH.md §1.5).
+:class:`~convexfl.federated.Algorithm` (docs/math.md §1.5).
 
 For (SON) ``Σ_i f_i(x_i) + λ Σ_{(i,j)∈E} w_ij ‖x_i − x_j‖`` every edge ``(i, j)`` keeps two
 copies ``z_ij`` (on the side of ``i``) and ``z_ji`` (side of ``j``) and scaled duals

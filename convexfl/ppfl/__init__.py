@@ -1,7 +1,7 @@
 r"""PPFL (Di, Yang, Ye, Chang): population personalised federated learning for GLMs.
 
 K canonical models ``Θ``, an optional shared part ``ω`` and a membership vector
-``π_i ∈ Δ_K`` per client; objective (``MATH.md`` §2, λ over ordered pairs)
+``π_i ∈ Δ_K`` per client; objective (``docs/math.md`` §2, λ over ordered pairs)
 
 .. math::
 

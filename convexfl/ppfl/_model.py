@@ -1,7 +1,7 @@
 r"""The PPFL objective for generalised linear models: families, the two prediction forms,
 the Laplacian penalty, the entropic mirror step, and the problem object.
 
-Objective (``MATH.md`` §2; the λ convention of this module)
+Objective (``docs/math.md`` §2; the λ convention of this module)
 -----------------------------------------------------------
 K canonical models :math:`Θ ∈ R^{K×d_P}` (rows :math:`θ_k`), a shared part
 :math:`ω ∈ R^{d_S}` and one membership vector :math:`π_i ∈ Δ_K` per client:

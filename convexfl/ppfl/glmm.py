@@ -1,4 +1,4 @@
-r"""Generalised linear mixed models as PPFL problems (paper Thm 3, App. A.2; ``MATH.md`` §2).
+r"""Generalised linear mixed models as PPFL problems (paper Thm 3, App. A.2; ``docs/math.md`` §2).
 
 The mixed model
 ---------------

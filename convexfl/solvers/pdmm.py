@@ -18,7 +18,7 @@ form for the quadratic loss, safeguarded Newton otherwise). Then the duals of th
 owned by S_P (S_D): ``μ ← μ + τρ r``, ``μ̂ ← μ − νρ r`` with ``r = x_a − x_b − z``.
 
 **Generic vs printed update.** The ``x_i``-update here contains *every* constraint in which
-``x_i`` appears: ``(i, j)`` with ``+x_i`` and ``(j, i)`` with ``−x_i`` (MATH.md §1.5, generic
+``x_i`` appears: ``(i, j)`` with ``+x_i`` and ``(j, i)`` with ``−x_i`` (docs/math.md §1.5, generic
 PDMM). The paper's printed eq. (16) lists only the ``(i, j)`` terms; with ordered pairs the
 omitted ``(j, i)`` terms are the mirror constraints, which the generic update includes.
 

@@ -1,4 +1,4 @@
-r"""CGPFL with deep models (clustered generalisation; ``spec/MATH.md`` §4).
+r"""CGPFL with deep models (clustered generalisation; ``docs/math.md`` §4).
 
 .. math::
 

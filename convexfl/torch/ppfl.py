@@ -1,4 +1,4 @@
-r"""PPFL with deep canonical models (Di, Yang, Ye, Chang; ``spec/MATH.md`` §2).
+r"""PPFL with deep canonical models (Di, Yang, Ye, Chang; ``docs/math.md`` §2).
 
 .. math::
 

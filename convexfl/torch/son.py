@@ -2,7 +2,7 @@ r"""Sum-of-norms personalised heads: the deep analogue of convex clustering.
 
 Every client has the shared body ω (a feature extractor) and its own last layer
 :math:`h_i` (weights and bias, flattened). The objective, in the canonical (SON) λ
-convention of ``spec/MATH.md`` §1.1, is
+convention of ``docs/math.md`` §1.1, is
 
 .. math::
 

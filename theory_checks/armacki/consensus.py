@@ -1,5 +1,5 @@
 """Consensus: for λ ≥ λ̂ all models coincide, and convexfl's λ̂ (the min-max flow SOCP of
-MATH.md §1.4) is the exact threshold."""
+docs/math.md §1.4) is the exact threshold."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _knn_connected(points, k0=3):
 
 
 def closed_form_bounds(prob, y_star):
-    """The closed-form bounds of MATH.md §1.4, recomputed here from ``g_i = ∇f_i(y*)``:
+    """The closed-form bounds of docs/math.md §1.4, recomputed here from ``g_i = ∇f_i(y*)``:
     ``max_i ‖g_i‖ / deg_i ≤ λ̂`` (any graph) and, on the complete uniform graph,
     ``λ̂ ≤ max_{i,j} ‖g_i − g_j‖ / N`` (None otherwise)."""
     G = prob.loss.grad(np.tile(y_star, (prob.n_users, 1)))
@@ -98,7 +98,7 @@ def _instance(rng, kind, graph):
     return prob, truth
 
 
-@register(ID, paper="Armacki et al.", equation="Sec. V / App. A (λ̂ exists); MATH.md §1.4",
+@register(ID, paper="Armacki et al.", equation="Sec. V / App. A (λ̂ exists); docs/math.md §1.4",
           claim="For λ ≥ λ̂ all x_i coincide (consensus), and the computed λ̂ (min-max flow "
                 "SOCP at the global model) is exact: fused at λ̂(1+1e-3), not fused at "
                 "λ̂(1−1e-2); on complete uniform graphs max‖g_i‖/(N−1) ≤ λ̂ ≤ max‖g_i−g_j‖/N.",

@@ -1,4 +1,4 @@
-"""The λ convention of MATH.md §1.1: the printed eq. (3) is (SON) with λ = 2Nλ_p, and the
+"""The λ convention of docs/math.md §1.1: the printed eq. (3) is (SON) with λ = 2Nλ_p, and the
 theorems hold in the (SON) convention, not at the printed scaling."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def check(loss, lam_p: float, factor: float | None = None) -> dict:
             "factor": factor}
 
 
-@register(ID, paper="Armacki et al.", equation="(3) vs (SON); MATH.md §1.1",
+@register(ID, paper="Armacki et al.", equation="(3) vs (SON); docs/math.md §1.1",
           claim="The printed objective (3) with λ_p has the same minimiser as (SON) with "
                 "λ = 2Nλ_p, and Theorem 3's interval read at the printed scaling does not "
                 "recover the clusters (the theorems are proved for (SON)).",

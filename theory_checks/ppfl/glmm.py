@@ -180,7 +180,7 @@ def run(quick: bool, seed: int, out):
                  "shared part; memberships unconstrained, K = q canonical models Θ = Ψ₀^½); "
                  "MixedLM is statsmodels' REML fit, whose scale and cov_re are plugged in. "
                  "The constant λ = (σ²/σ_b²)/(2NM) (σ_b² = tr Ψ/q; ordered-pair penalty, "
-                 "p_i = m_i/M) is the one derived in MATH.md §2 and convexfl.ppfl.glmm; the "
+                 "p_i = m_i/M) is the one derived in docs/math.md §2 and convexfl.ppfl.glmm; the "
                  "paper's printed formula is missing from the extracted text, so it is not "
                  "compared symbol by symbol. "
                  "With λ off by a factor 2 the BLUPs move by at least "
