@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 torch = pytest.importorskip("torch")
 
@@ -183,14 +184,22 @@ def test_fit_from_pooled_arrays_and_input_errors(digits):
     model = cft.FedAvgDNN(rounds=2, random_state=0).fit(X, y, g)
     assert model.n_clients_ == 4 and np.all(np.isnan(model.test_accuracy_))
     assert np.isnan(model.score()) and model.train_accuracy_.shape == (4,)
-    with pytest.raises(ValueError, match="together"):
-        cft.FedAvgDNN(rounds=1).fit(X, y)
+    one = cft.FedAvgDNN(rounds=1, random_state=0).fit(X, y)  # no groups: one client
+    assert one.n_clients_ == 1 and one.n_features_in_ == 64
+    assert 0.0 <= one.score(X, y) <= 1.0 and one.predict(X).shape == y.shape
+    np.testing.assert_array_equal(model.predict(X, groups=g),
+                                  np.concatenate([model.predict(X[g == i], i)
+                                                  for i in np.unique(g)])[np.argsort(
+                                                      np.argsort(g, kind="stable"),
+                                                      kind="stable")])
+    with pytest.raises(ValueError, match="^client: the model has 4 clients"):
+        model.predict(X)
     bad = [(np.zeros((5, 64)), np.zeros(5, int)), (np.zeros((5, 63)), np.zeros(5, int))]
     with pytest.raises(ValueError, match="features"):
         cft.LocalDNN(rounds=1).fit(bad)
     with pytest.raises(ValueError, match="rounds"):
         cft.FedAvgDNN(rounds=0).fit(digits)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         cft.FedAvgDNN().score()
 
 
@@ -428,16 +437,39 @@ def test_cuda_single_round_parameters_match_cpu(digits):
 
 @pytest.mark.parametrize("bad, match", [
     (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), "NaN"),
-    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 5, np.inf, X), "NaN or inf"),
-    (lambda X: X[:, :10], "features"),
-    (lambda X: X[0], "2-D"),
-    (lambda X: X.astype(str), "numeric"),
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 5, np.inf, X), "infinity"),
+    (lambda X: X[:, :10], "has 10 features, but FedAvgDNN is expecting 64"),
+    (lambda X: X[0], "2D array"),
+    (lambda X: np.full(X.shape, "a"), "could not convert|dtype"),
 ])
 def test_predict_refuses_bad_rows_at_the_door(digits, bad, match):
     """Issue 16, item 6: NaN/inf rows got labels; wrong shapes failed deep in torch."""
     model = cft.FedAvgDNN(rounds=1, random_state=0).fit(digits)
     X = np.asarray(digits[0].X_test, float)
-    with pytest.raises((ValueError, TypeError), match=f"^X: .*{match}"):
+    with pytest.raises((ValueError, TypeError), match=match):
         model.predict(bad(X), 0)
     with pytest.raises(ValueError, match="^client"):
         model.predict(X, 99)
+
+
+@pytest.mark.parametrize("name", ["FedAvgDNN", "LocalDNN", "CGPFLDNN", "PPFLDNN", "SONHeads"])
+def test_trainers_follow_the_scikit_learn_contract(name):
+    """Issue 17, item 1: each trainer failed 29 of 41 checks. PerFedCKT is left out: it is
+    defined with a public unlabeled set, which scikit-learn's checks cannot pass (its fit
+    refuses to run without one: test_ckt_from_arrays_needs_a_public_set)."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(getattr(cft, name)(rounds=1), on_fail=None)
+    failed = [(r["check_name"], str(r["exception"])[:160]) for r in results
+              if r["status"] == "failed"]
+    assert not failed
+
+
+def test_ckt_from_arrays_needs_a_public_set(digits):
+    X, y, g = digits.pooled("train")
+    with pytest.raises(ValueError, match="^public: PerFed-CKT needs a public unlabeled set"):
+        cft.PerFedCKT(rounds=1).fit(X, y, g)

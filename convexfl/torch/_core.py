@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
 from torch.func import functional_call
 
 from .._validation import as_int, as_scalar
@@ -278,13 +279,14 @@ def prepare_clients(data, y=None, groups=None):
 
     public = getattr(data, "public", None)
     if y is not None or groups is not None:
-        if y is None or groups is None:
-            raise ValueError("fit(X, y, groups): y and groups must be given together")
+        if y is None:
+            raise ValueError("y: fit(X, y, groups) needs the labels y with the groups")
         X = as_float_array(data, "X", ndim=2)
         yy = np.asarray(y)
         if yy.shape != (X.shape[0],):
             raise ValueError(f"y: expected shape ({X.shape[0]},), got {yy.shape}")
-        _, user = check_groups(groups, X.shape[0])
+        _, user = check_groups(np.zeros(X.shape[0], int) if groups is None else groups,
+                               X.shape[0])
         entries = [(X[user == i], yy[user == i]) for i in range(int(user.max()) + 1)]
     else:
         if isinstance(data, (np.ndarray, str, bytes)) or not hasattr(data, "__len__"):
@@ -309,7 +311,7 @@ def prepare_clients(data, y=None, groups=None):
         out.append((Xtr, ytr, Xte.reshape(-1, n_features), yte))
     n_classes = max(n_classes, int(getattr(data, "n_classes", 0) or 0))
     if n_classes < 2:
-        raise ValueError("clients: need at least 2 classes among the labels")
+        raise ValueError("clients: need at least 2 classes among the labels, got 1 class")
     if public is not None:
         public = as_float_array(public, "public", ndim=2)
         if public.shape[1] != n_features:
@@ -323,7 +325,8 @@ def _labels(y, name):
     if y.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array of class labels, got shape {y.shape}")
     if y.size and (y.dtype.kind not in "iuf" or np.any(y != np.round(y)) or y.min() < 0):
-        raise ValueError(f"{name}: class labels must be integers 0..C-1")
+        raise ValueError(f"{name}: Unknown label type: class labels must be integers "
+                         "0..C-1")
     return y.astype(np.int64)
 
 
@@ -386,7 +389,12 @@ class TorchFederatedTrainer(BaseEstimator):
 
     def _fit(self, data, y=None, groups=None, *, public=None):
         self._common_checks()
+        if y is not None:  # X, y[, groups]: scikit-learn's checks and messages
+            data, y = validate_data(self, data, y, dtype=np.float64)
+        self.groups_ = None if y is None else np.unique(
+            np.zeros(len(y), int) if groups is None else np.asarray(groups))
         entries, n_features, n_classes, pub = prepare_clients(data, y, groups)
+        self.n_features_in_ = n_features
         if public is not None:
             pub = _check_public(public, n_features)
         self.n_clients_ = len(entries)
@@ -432,30 +440,50 @@ class TorchFederatedTrainer(BaseEstimator):
 
     # evaluation ----------------------------------------------------------------------
     def _check_fitted(self):
-        if not hasattr(self, "result_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted yet; call fit first")
+        check_is_fitted(self, "result_")
 
-    def predict_logits(self, X, client: int) -> np.ndarray:
-        """Client ``client``'s personalised logits on rows ``X`` (numpy, float32)."""
+    def predict_logits(self, X, client=None, *, groups=None) -> np.ndarray:
+        """Personalised logits on rows ``X`` (numpy, float32): of client ``client`` (an
+        index ``0..n_clients_−1``), or row by row of the client named by ``groups`` (the
+        labels given to ``fit``); with neither, the only client."""
         self._check_fitted()
-        client = as_int(client, "client", low=0, high=self.n_clients_ - 1)
-        Xt = torch.as_tensor(self._check_rows(X), dtype=DTYPE, device=self.device_)
+        X = self._check_rows(X)
+        rows = self._clients_of(X.shape[0], client, groups)
+        out = np.zeros((X.shape[0], self.n_classes_), np.float32)
         with torch.no_grad():
-            return self._logits(client, Xt).detach().cpu().numpy()
+            for c in np.unique(rows):
+                Xt = torch.as_tensor(X[rows == c], dtype=DTYPE, device=self.device_)
+                out[rows == c] = self._logits(int(c), Xt).detach().cpu().numpy()
+        return out
+
+    def _clients_of(self, n_rows, client, groups):
+        if client is not None and groups is not None:
+            raise ValueError("client, groups: give one of them")
+        if groups is not None:
+            if self.groups_ is None:
+                raise ValueError("groups: the model was fitted on client splits; pass client=")
+            groups = np.asarray(groups)
+            idx = np.searchsorted(self.groups_, groups)
+            idx = np.minimum(idx, len(self.groups_) - 1)
+            if groups.shape != (n_rows,) or np.any(self.groups_[idx] != groups):
+                raise ValueError("groups: expected one label seen in fit per row of X")
+            return idx
+        if client is None:
+            if self.n_clients_ != 1:
+                raise ValueError(f"client: the model has {self.n_clients_} clients; say "
+                                 "which (client=i or groups=...)")
+            client = 0
+        client = as_int(client, "client", low=0, high=self.n_clients_ - 1)
+        return np.full(n_rows, client)
 
     def _check_rows(self, X) -> np.ndarray:
-        """``X`` as finite float rows with the features seen in fit (refused by name)."""
-        from .._validation import as_float_array
+        """``X`` as finite float rows with the features seen in fit (scikit-learn's
+        checks and messages)."""
+        return validate_data(self, X, dtype=np.float64, reset=False)
 
-        X = as_float_array(X, "X", ndim=2, allow_empty=True)
-        if X.shape[1] != self.n_features_:
-            raise ValueError(f"X: has {X.shape[1]} features, the model was fitted on "
-                             f"{self.n_features_}")
-        return X
-
-    def predict(self, X, client: int) -> np.ndarray:
-        """Predicted classes of client ``client``'s personalised model."""
-        return self.predict_logits(X, client).argmax(axis=1)
+    def predict(self, X, client=None, *, groups=None) -> np.ndarray:
+        """Predicted classes of the personalised models (see :meth:`predict_logits`)."""
+        return self.predict_logits(X, client, groups=groups).argmax(axis=1)
 
     def client_accuracy(self, data=None, which: str = "test") -> np.ndarray:
         """Accuracy of every client's personalised model on its own train or test data."""
@@ -477,9 +505,13 @@ class TorchFederatedTrainer(BaseEstimator):
             return np.array([accuracy_of(self._logits(i, X), y) if len(y) else np.nan
                              for i, (X, y) in enumerate(pairs)])
 
-    def score(self, data=None) -> float:
-        """Mean over clients (with test data) of the personalised test accuracy."""
-        acc = self.client_accuracy(data, which="test")
+    def score(self, X=None, y=None, groups=None) -> float:
+        """Accuracy of :meth:`predict` on ``X, y`` (rows of the clients named by ``groups``;
+        without ``y``: ``X`` is federated data or None, and the score is the mean over
+        clients with test data of their personalised test accuracy)."""
+        if y is not None:
+            return float(np.mean(self.predict(X, groups=groups) == np.asarray(y)))
+        acc = self.client_accuracy(X, which="test")
         acc = acc[np.isfinite(acc)]
         return float(acc.mean()) if acc.size else float("nan")
 

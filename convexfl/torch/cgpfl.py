@@ -205,6 +205,7 @@ class CGPFLDNN(TorchFederatedTrainer):
         self.assignments_ = state["assign"].copy()
         self._states = [self._personal(state, result.client_states, i)
                         for i in range(self.n_clients_)]
+        del self._personal  # a closure: the fitted model stays picklable
         self.client_params_ = [to_message(s, "") for s in self._states]
 
     def _logits(self, client_id, X):
