@@ -156,3 +156,19 @@ def check_partition(partition, n_users: int, name: str = "partition") -> np.ndar
     remap = np.empty(len(uniq_sorted), dtype=np.int64)
     remap[order] = np.arange(len(uniq_sorted))
     return remap[inverse]
+
+
+def validate_estimator_data(estimator, X, y="no_validation", *, reset: bool = True, **kw):
+    """scikit-learn's ``validate_data`` (``n_features_in_``, its checks and messages) for
+    the estimators, with the argument named first as everywhere in convexfl:
+    ``"X: Input X contains NaN."``."""
+    import re
+
+    from sklearn.utils.validation import validate_data
+
+    try:
+        return validate_data(estimator, X, y, reset=reset, **kw)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        about_y = re.search(r"\by\b", msg) and not re.search(r"\bX\b", msg)
+        raise type(exc)(f"{'y' if about_y else 'X'}: {msg}") from None

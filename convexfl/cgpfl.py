@@ -78,9 +78,19 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
 
 from ._kmeans import kmeans
-from ._validation import as_float_array, as_int, as_scalar, check_groups, check_random_state
+from ._validation import (
+    as_float_array,
+    as_int,
+    as_scalar,
+    check_groups,
+    check_random_state,
+    validate_estimator_data,
+)
 from .baselines import MLRSpec, batch, check_batch, check_lr, stack_replies
 from .federated import Algorithm, run_federated
 
@@ -375,7 +385,7 @@ def cgpfl(n_features, n_classes, *, n_clusters=4, lam=15.0, lr=0.005, personal_l
 # ------------------------------------------------------------------------------ estimator
 
 
-class CGPFLClassifier:
+class CGPFLClassifier(ClassifierMixin, BaseEstimator):
     r"""CGPFL (or CGPFL-Heur) for MLR as a scikit-learn-style estimator.
 
     Federated data enter as ``fit(X, y, groups)``: one client per distinct group label, in
@@ -433,14 +443,15 @@ class CGPFLClassifier:
         self.participation = participation
         self.random_state = random_state
 
-    def fit(self, X, y, groups):
-        """Run CGPFL on the clients ``groups`` defines; returns ``self``."""
-        X = as_float_array(X, "X", ndim=2)
-        self.classes_, y_enc = np.unique(np.asarray(y), return_inverse=True)
-        if y_enc.shape != (X.shape[0],):
-            raise ValueError(f"y: expected {X.shape[0]} labels, got shape {np.shape(y)}")
+    def fit(self, X, y, groups=None):
+        """Run CGPFL on the clients ``groups`` defines (``None``: one client); returns
+        ``self``."""
+        X, y = validate_estimator_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_, y_enc = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
-            raise ValueError("y: needs at least two classes")
+            raise ValueError("y: needs at least two classes, got 1 class")
+        groups = np.zeros(X.shape[0], int) if groups is None else groups
         self.user_labels_, owner = check_groups(groups, X.shape[0])
         clients = [(X[owner == i], y_enc[owner == i]) for i in range(self.user_labels_.size)]
         p, C = X.shape[1], self.classes_.size
@@ -461,15 +472,10 @@ class CGPFLClassifier:
         self.history_ = res.history
         return self
 
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise ValueError("this CGPFLClassifier is not fitted; call fit first")
-
-    def decision_function(self, X, groups):
-        """Logits of each sample under its group's personalised model, shape (n, C)."""
-        self._check_fitted()
-        X = as_float_array(X, "X", ndim=2)
-        g = np.asarray(groups)
+    def _logits(self, X, groups):
+        check_is_fitted(self, "coef_")
+        X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
+        g = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
         if g.shape != (X.shape[0],):
             raise ValueError(f"groups: expected shape ({X.shape[0]},), got {g.shape}")
         idx = np.searchsorted(self.user_labels_, g)
@@ -479,11 +485,18 @@ class CGPFLClassifier:
         M = self.coef_[idx]
         return np.einsum("np,npc->nc", X, M[:, :-1]) + M[:, -1]
 
-    def predict(self, X, groups):
-        """Predicted class of each sample under its group's personalised model."""
-        self._check_fitted()
-        return self.classes_[np.argmax(self.decision_function(X, groups), axis=1)]
+    def decision_function(self, X, groups=None):
+        """Logits of each sample under its group's personalised model, shape (n, C)
+        (two classes: the logit of ``classes_[1]`` over ``classes_[0]``, shape (n,))."""
+        logits = self._logits(X, groups)
+        return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
-    def score(self, X, y, groups):
+    def predict(self, X, groups=None):
+        """Predicted class of each sample under its group's personalised model."""
+        logits = self._logits(X, groups)
+        return self.classes_[np.argmax(logits, axis=1)]
+
+    def score(self, X, y, groups=None, sample_weight=None):
         """Accuracy (fraction of samples predicted correctly)."""
-        return float(np.mean(self.predict(X, groups) == np.asarray(y)))
+        from sklearn.metrics import accuracy_score
+        return float(accuracy_score(y, self.predict(X, groups), sample_weight=sample_weight))

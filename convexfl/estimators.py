@@ -27,11 +27,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, ClusterMixin, Regressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from . import graphs as graph_builders
 from . import losses
-from ._validation import as_int, as_scalar, check_groups
+from ._validation import as_int, as_scalar, check_groups, validate_estimator_data
 from .graphs import Graph
 from .problems import SumOfNorms
 from .solvers import solve
@@ -135,7 +135,7 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Cluster the rows of ``X`` (``y`` is ignored)."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
+        X = validate_estimator_data(self, X, dtype=np.float64, ensure_min_samples=1)
         lam = _check_lam(self.lam)
         if lam is not None and self.n_clusters is not None:
             raise ValueError("lam, n_clusters: give at most one of them")
@@ -201,7 +201,7 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
         """The cluster of the nearest cluster centre, for each row of ``X`` (an
         out-of-sample assignment: new rows are not added to the convex problem)."""
         check_is_fitted(self, "cluster_centers_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
         d = ((X[:, None, :] - self.cluster_centers_[None, :, :]) ** 2).sum(axis=2)
         return np.argmin(d, axis=1)
 
@@ -243,7 +243,7 @@ class _SumOfNormsLinear(BaseEstimator):
     def fit(self, X, y, groups=None):
         """Fit one model per distinct label of ``groups`` (``None``: one user, i.e. the
         global model)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
+        X, y = validate_estimator_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
         lam = _check_lam(self.lam)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept: expected True or False, got {self.fit_intercept!r}")
@@ -266,7 +266,7 @@ class _SumOfNormsLinear(BaseEstimator):
 
     def _scores(self, X, groups):
         check_is_fitted(self, "coef_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
         groups = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
         if groups.shape != (X.shape[0],):
             raise ValueError(f"groups: expected {X.shape[0]} labels (one per row of X), got "

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_float_array, as_int, as_scalar, check_groups, check_random_state
+from .._validation import (
+    as_int,
+    as_scalar,
+    check_groups,
+    check_random_state,
+    validate_estimator_data,
+)
 from ..federated import run_federated
 from . import algorithms
 from ._model import FORMS, LAPLACIANS, PPFLProblem, check_choice, get_family, predictor
@@ -127,14 +134,19 @@ class PPFL(BaseEstimator):
         self.random_state = random_state
 
     # -- fit -------------------------------------------------------------------------
-    def fit(self, X, y, groups, sample_weight=None):
-        """Fit on federated data: one client per distinct label of ``groups``.
+    def fit(self, X, y, groups=None, sample_weight=None):
+        """Fit on federated data: one client per distinct label of ``groups`` (``None``:
+        a single client).
 
         Returns
         -------
         self
         """
-        X = as_float_array(X, "X", ndim=2)
+        X, y = validate_estimator_data(self, X, y, dtype=np.float64, y_numeric=True)
+        groups = np.zeros(X.shape[0], int) if groups is None else groups
+        if sample_weight is not None and not np.any(np.asarray(sample_weight) != 0):
+            raise ValueError("sample_weight: every weight is zero; at least one sample must "
+                             "count")
         mask = self._shared_mask(X.shape[1])
         problem = PPFLProblem(X[:, ~mask], y, groups, n_components=self.n_components,
                               X_shared=X[:, mask], family=self.family, form=self.form,
@@ -214,15 +226,19 @@ class PPFL(BaseEstimator):
         self.objective_degree_only_ = problem.objective(Theta, omega, Pi, "degree_only")
 
     # -- predict ---------------------------------------------------------------------
-    def predict(self, X, groups):
+    def score(self, X, y, groups=None, sample_weight=None):
+        """R² of the predicted mean ``E[y]`` (binomial: of the predicted probability, a
+        Brier skill score); higher is better."""
+        from sklearn.metrics import r2_score
+        return float(r2_score(y, self.predict(X, groups), sample_weight=sample_weight))
+
+    def predict(self, X, groups=None):
         """Predicted mean ``E[y]`` of each sample under its client's personal model
-        (binomial: the probability of the positive class)."""
-        X = as_float_array(X, "X", ndim=2)
-        if not hasattr(self, "memberships_"):
-            raise ValueError("predict: this PPFL instance is not fitted yet; call fit first")
-        if X.shape[1] != self.shared_mask_.size:
-            raise ValueError(f"X: expected {self.shared_mask_.size} columns, got {X.shape[1]}")
-        g = np.asarray(groups)
+        (binomial: the probability of the positive class); ``groups=None`` for a model
+        fitted on a single client."""
+        check_is_fitted(self, "memberships_")
+        X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
+        g = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
         check_groups(g, X.shape[0])
         idx = np.searchsorted(self.groups_, g)
         idx = np.minimum(idx, len(self.groups_) - 1)

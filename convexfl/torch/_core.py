@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from torch.func import functional_call
 
-from .._validation import as_int, as_scalar
+from .._validation import as_int, as_scalar, validate_estimator_data
 from ..federated import root_entropy, run_federated
 
 __all__ = ["resolve_device"]
@@ -390,7 +390,7 @@ class TorchFederatedTrainer(BaseEstimator):
     def _fit(self, data, y=None, groups=None, *, public=None):
         self._common_checks()
         if y is not None:  # X, y[, groups]: scikit-learn's checks and messages
-            data, y = validate_data(self, data, y, dtype=np.float64)
+            data, y = validate_estimator_data(self, data, y, dtype=np.float64)
         self.groups_ = None if y is None else np.unique(
             np.zeros(len(y), int) if groups is None else np.asarray(groups))
         entries, n_features, n_classes, pub = prepare_clients(data, y, groups)
@@ -479,7 +479,7 @@ class TorchFederatedTrainer(BaseEstimator):
     def _check_rows(self, X) -> np.ndarray:
         """``X`` as finite float rows with the features seen in fit (scikit-learn's
         checks and messages)."""
-        return validate_data(self, X, dtype=np.float64, reset=False)
+        return validate_estimator_data(self, X, dtype=np.float64, reset=False)
 
     def predict(self, X, client=None, *, groups=None) -> np.ndarray:
         """Predicted classes of the personalised models (see :meth:`predict_logits`)."""
