@@ -14,6 +14,7 @@ notebooks, computed by library functions that the notebooks call too (one implem
 
 from __future__ import annotations
 
+import contextvars
 import html
 import json
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from ._io import atomic_write_text
 
 SECTIONS: dict = {}
+_PROGRESS = contextvars.ContextVar("convexfl_report_progress", default=False)
 
 
 def section(name: str):
@@ -68,7 +70,8 @@ def _theory_checks(out: Path, quick: bool) -> dict:
     import theory_checks
 
     tc_out = out / "theory-checks"
-    results = theory_checks.run_checks(quick=quick, out=tc_out, progress=False)
+    results = theory_checks.run_checks(quick=quick, out=tc_out,
+                                       progress="nested" if _PROGRESS.get() else False)
     theory_checks.write_report(results, tc_out)
     rows = [{"id": r.id, "outcome": r.outcome, "control": r.control.outcome,
              "control_expected": r.control.expected} for r in results]
@@ -100,27 +103,31 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     if unknown:
         raise ValueError(f"only: unknown section(s) {unknown}; known: {list(SECTIONS)}")
     done = {}
-    bar = tqdm(names, desc="convexfl report", disable=not progress, unit="section")
-    for name in bar:
-        bar.set_postfix_str(name)
-        path = out / "sections" / f"{name}.json"
-        prev = None if fresh else _finished(path, quick)
-        if prev is not None:
-            done[name] = prev
-            continue
-        start = time.perf_counter()
-        try:
-            with warnings.catch_warnings(record=True) as caught:  # into the report, not
-                warnings.simplefilter("always")                   # through the progress bar
-                result = SECTIONS[name](out, quick)
-            result["notes"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
-            result["status"] = "done"
-        except Exception:  # report it and go on: the other sections still run
-            result = {"title": name, "text": "This section failed:\n" + traceback.format_exc(),
-                      "figures": [], "data": {}, "status": "failed"}
-        result.update(quick=quick, seconds=time.perf_counter() - start, name=name)
-        _atomic_json(path, result)
-        done[name] = result
+    token = _PROGRESS.set(bool(progress))  # long sections show their own progress inside
+    try:
+        bar = tqdm(names, desc="convexfl report", disable=not progress, unit="section")
+        for name in bar:
+            bar.set_postfix_str(name)
+            path = out / "sections" / f"{name}.json"
+            prev = None if fresh else _finished(path, quick)
+            if prev is not None:
+                done[name] = prev
+                continue
+            start = time.perf_counter()
+            try:
+                with warnings.catch_warnings(record=True) as caught:  # into the report, not
+                    warnings.simplefilter("always")                   # through the progress bar
+                    result = SECTIONS[name](out, quick)
+                result["notes"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+                result["status"] = "done"
+            except Exception:  # report it and go on: the other sections still run
+                result = {"title": name, "text": "This section failed:\n" + traceback.format_exc(),
+                          "figures": [], "data": {}, "status": "failed"}
+            result.update(quick=quick, seconds=time.perf_counter() - start, name=name)
+            _atomic_json(path, result)
+            done[name] = result
+    finally:
+        _PROGRESS.reset(token)
     _atomic_json(out / "report.json", {"quick": quick, "sections": list(done.values())})
     _atomic_text(out / "report.html", _html(list(done.values())))
     return out / "report.html"

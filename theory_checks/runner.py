@@ -12,13 +12,14 @@ from .registry import REGISTRY, Control, Outcome, load_json, save_json_atomic, s
 
 
 def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-checks",
-               resume: bool = True, progress: bool = True) -> list[Outcome]:
+               resume: bool = True, progress: bool | str = True) -> list[Outcome]:
     """Run the checks ``ids`` (default all) and write one JSON per check under ``out/checks``.
 
     A check already finished in ``out`` with the same ``seed`` and ``quick`` is not run
     again (``resume``); a check file that cannot be read back (torn, truncated) counts as
     not finished. An exception inside a check is reported as ``inconclusive`` with its
-    traceback, never lost.
+    traceback, never lost. ``progress="nested"`` draws the bar under an outer one (the
+    report's) and removes it when done.
     """
     from tqdm.auto import tqdm
 
@@ -34,7 +35,8 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
     if unknown:
         raise ValueError(f"only: unknown check id(s) {unknown}; see --list")
     results = []
-    bar = tqdm(ids, desc="theory checks", disable=not progress, unit="check")
+    bar = tqdm(ids, desc="theory checks", disable=not progress, unit="check",
+               leave=progress != "nested", position=1 if progress == "nested" else None)
     for cid in bar:
         bar.set_postfix_str(cid)
         path = out / "checks" / f"{cid}.json"
