@@ -139,3 +139,18 @@ def test_group_kfold_is_honest_about_unseen_users():
     est = SumOfNormsRegressor().fit(X[fold[0]], y[fold[0]], groups[fold[0]])
     with pytest.raises(ValueError, match="not seen in fit"):
         est.predict(X[fold[1]], groups[fold[1]])
+
+
+def test_grid_search_over_lambda_for_convex_clustering():
+    from sklearn.metrics import adjusted_rand_score
+
+    A, truth = cfl.datasets.planted_points(3, 10, 2, separation=12.0, random_state=4)
+
+    def ari(estimator, X, y):
+        return adjusted_rand_score(y, estimator.predict(X))
+    # on each training fold the planted partition is recovered exactly for λ in about
+    # [0.25, 0.47] (recovery_interval); far below every point is its own cluster, far above
+    # one cluster remains
+    search = GridSearchCV(ConvexClustering(graph="complete"), {"lam": [1e-4, 0.35, 1e3]},
+                          scoring=ari, cv=KFold(3, shuffle=True, random_state=0)).fit(A, truth)
+    assert search.best_params_["lam"] == 0.35 and search.best_score_ > 0.9

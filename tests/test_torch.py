@@ -473,3 +473,18 @@ def test_ckt_from_arrays_needs_a_public_set(digits):
     X, y, g = digits.pooled("train")
     with pytest.raises(ValueError, match="^public: PerFed-CKT needs a public unlabeled set"):
         cft.PerFedCKT(rounds=1).fit(X, y, g)
+
+
+def test_grid_search_over_lambda_for_a_trainer_with_routed_groups(digits):
+    import sklearn
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    X, y, g = digits.pooled("train")
+    with sklearn.config_context(enable_metadata_routing=True):
+        est = (cft.SONHeads(rounds=2, random_state=0)
+               .set_fit_request(groups=True).set_score_request(groups=True))
+        search = GridSearchCV(est, {"lam": [1e-3, 1.0]}, cv=KFold(2, shuffle=True,
+                                                                   random_state=0))
+        search.fit(X, y, groups=g)
+    assert set(search.cv_results_["param_lam"]) == {1e-3, 1.0}
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
