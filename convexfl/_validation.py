@@ -172,3 +172,23 @@ def validate_estimator_data(estimator, X, y="no_validation", *, reset: bool = Tr
         msg = str(exc)
         about_y = re.search(r"\by\b", msg) and not re.search(r"\bX\b", msg)
         raise type(exc)(f"{'y' if about_y else 'X'}: {msg}") from None
+
+
+def users_of(groups, known, n_rows: int, name: str = "groups") -> np.ndarray:
+    """The user index (into the sorted labels ``known`` seen in fit) of each of ``n_rows``
+    rows; ``groups=None`` means the only user. Unknown labels are refused by name."""
+    if groups is None:
+        if len(known) != 1:
+            raise ValueError(f"{name}: the model has {len(known)} users; say which user "
+                             "each row belongs to")
+        return np.zeros(n_rows, np.int64)
+    g = np.asarray(groups)
+    if g.shape != (n_rows,):
+        raise ValueError(f"{name}: expected {n_rows} labels (one per row of X), got shape "
+                         f"{g.shape}")
+    idx = np.minimum(np.searchsorted(known, g), len(known) - 1)
+    unseen = known[idx] != g
+    if np.any(unseen):
+        raise ValueError(f"{name}: {np.unique(g[unseen])[:5].tolist()} were not seen in fit "
+                         "(one model per group seen)")
+    return idx.astype(np.int64)

@@ -89,6 +89,7 @@ from ._validation import (
     as_scalar,
     check_groups,
     check_random_state,
+    users_of,
     validate_estimator_data,
 )
 from .baselines import MLRSpec, batch, check_batch, check_lr, stack_replies
@@ -475,13 +476,7 @@ class CGPFLClassifier(ClassifierMixin, BaseEstimator):
     def _logits(self, X, groups):
         check_is_fitted(self, "coef_")
         X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
-        g = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
-        if g.shape != (X.shape[0],):
-            raise ValueError(f"groups: expected shape ({X.shape[0]},), got {g.shape}")
-        idx = np.searchsorted(self.user_labels_, g)
-        idx = np.minimum(idx, self.user_labels_.size - 1)
-        if np.any(self.user_labels_[idx] != g):
-            raise ValueError("groups: contains labels not seen in fit")
+        idx = users_of(groups, self.user_labels_, X.shape[0])
         M = self.coef_[idx]
         return np.einsum("np,npc->nc", X, M[:, :-1]) + M[:, -1]
 

@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import graphs as graph_builders
 from . import losses
-from ._validation import as_int, as_scalar, check_groups, validate_estimator_data
+from ._validation import as_int, as_scalar, check_groups, users_of, validate_estimator_data
 from .graphs import Graph
 from .problems import SumOfNorms
 from .solvers import solve
@@ -267,16 +267,7 @@ class _SumOfNormsLinear(BaseEstimator):
     def _scores(self, X, groups):
         check_is_fitted(self, "coef_")
         X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
-        groups = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
-        if groups.shape != (X.shape[0],):
-            raise ValueError(f"groups: expected {X.shape[0]} labels (one per row of X), got "
-                             f"shape {groups.shape}")
-        user = np.searchsorted(self.groups_, groups)
-        bad = (user >= len(self.groups_)) | (self.groups_[np.minimum(user, len(self.groups_) - 1)]
-                                            != groups)
-        if np.any(bad):
-            raise ValueError(f"groups: {np.unique(groups[bad])[:5].tolist()} were not seen in "
-                             "fit (one model per group seen)")
+        user = users_of(groups, self.groups_, X.shape[0])
         D = self._design(X)
         if self.loss == "squared_hinge":
             D = np.c_[D, -np.ones(D.shape[0])]

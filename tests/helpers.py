@@ -32,3 +32,20 @@ def make_loss(name, n_users=4, dim=3, m=6, seed=0, c=0.1):
 def reference(prob, **options):
     """The cvxpy reference (``cfl.solve``'s default is ``"auto"``): the slow cross-check."""
     return cfl.solve(prob, method="cvxpy", **options)
+
+
+def failed_sklearn_checks(estimator):
+    """scikit-learn's ``check_estimator`` on ``estimator``: the checks that failed, as
+    ``(name, message)``; asserts that none was skipped but the array-API one (it needs
+    ``SCIPY_ARRAY_API`` set)."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert skipped <= {"check_array_api_input"}, skipped
+    return [(r["check_name"], str(r["exception"])[:200]) for r in results
+            if r["status"] == "failed"]

@@ -9,8 +9,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import (
     as_int,
     as_scalar,
-    check_groups,
     check_random_state,
+    users_of,
     validate_estimator_data,
 )
 from ..federated import run_federated
@@ -238,12 +238,7 @@ class PPFL(BaseEstimator):
         fitted on a single client."""
         check_is_fitted(self, "memberships_")
         X = validate_estimator_data(self, X, dtype=np.float64, reset=False)
-        g = np.zeros(X.shape[0], int) if groups is None else np.asarray(groups)
-        check_groups(g, X.shape[0])
-        idx = np.searchsorted(self.groups_, g)
-        idx = np.minimum(idx, len(self.groups_) - 1)
-        if np.any(self.groups_[idx] != g):
-            raise ValueError("groups: contains clients not seen in fit")
+        idx = users_of(groups, self.groups_, X.shape[0])
         family = get_family(self.family)
         tbar = predictor(family, check_choice(self.form, "form", FORMS),
                          X[:, self.shared_mask_], X[:, ~self.shared_mask_],

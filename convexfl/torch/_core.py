@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch.func import functional_call
 
-from .._validation import as_int, as_scalar, validate_estimator_data
+from .._validation import as_int, as_scalar, users_of, validate_estimator_data
 from ..federated import root_entropy, run_federated
 
 __all__ = ["resolve_device"]
@@ -462,12 +462,7 @@ class TorchFederatedTrainer(BaseEstimator):
         if groups is not None:
             if self.groups_ is None:
                 raise ValueError("groups: the model was fitted on client splits; pass client=")
-            groups = np.asarray(groups)
-            idx = np.searchsorted(self.groups_, groups)
-            idx = np.minimum(idx, len(self.groups_) - 1)
-            if groups.shape != (n_rows,) or np.any(self.groups_[idx] != groups):
-                raise ValueError("groups: expected one label seen in fit per row of X")
-            return idx
+            return users_of(groups, self.groups_, n_rows)
         if client is None:
             if self.n_clients_ != 1:
                 raise ValueError(f"client: the model has {self.n_clients_} clients; say "
