@@ -9,7 +9,7 @@ import pytest
 import sklearn
 from helpers import failed_sklearn_checks
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, KFold
 
 import convexfl as cfl
@@ -68,3 +68,9 @@ def test_cgpfl_clone_and_grid_search():
     assert search.best_score_ > 0.7
     fitted = search.best_estimator_
     assert fitted.decision_function(X, groups).shape == (len(X),)  # binary: one logit
+
+
+def test_ppfl_warns_when_its_rounds_run_out_before_tol():
+    X, y, groups = _federated_regression(seed=1)
+    with pytest.warns(ConvergenceWarning, match="did not reach tol"):
+        PPFL(n_components=2, rounds=3, tol=1e-12, random_state=0).fit(X, y, groups)

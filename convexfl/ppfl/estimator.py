@@ -2,8 +2,11 @@ r"""``PPFL``: a scikit-learn style estimator for PPFL with generalised linear mo
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
@@ -75,7 +78,8 @@ class PPFL(BaseEstimator):
     floor : float, default=1e-6
         ε of Remark 2.
     tol : float, default=0.0
-        Stop when both criteria of Sec. 3.2 (``grad_theta``, ``pi_gap``) are ``≤ tol``.
+        Stop when both criteria of Sec. 3.2 (``grad_theta``, ``pi_gap``) are ``≤ tol``; a
+        run that uses all ``rounds`` without it issues a ``ConvergenceWarning``.
     init_scale : float, default=0.1
         Standard deviation of the random initial canonical models (``π_i = 1/K`` initially).
     random_state : int, RandomState or None
@@ -163,6 +167,9 @@ class PPFL(BaseEstimator):
         else:
             Theta, omega, Pi = self._fit_federated(problem, init, rounds, tol, rng)
         self._store(problem, mask, Theta, omega, Pi)
+        if tol > 0 and self.n_iter_ >= rounds:
+            warnings.warn(f"PPFL: the stopping criteria did not reach tol={tol:g} within "
+                          f"rounds={rounds}", ConvergenceWarning, stacklevel=2)
         return self
 
     def _shared_mask(self, d):
