@@ -314,12 +314,11 @@ def _minmax_flow(n, edges, weights, B, *, balance_tol=1e-8, scale=None):
     node), solved as an SOCP with Clarabel.
 
     Returns ``(ρ, u)``; ``ρ = inf`` (``u = None``) when a connected component of the edges
-    has ``‖Σ B‖`` above ``balance_tol · scale`` (no flow exists). The SOCP is solved for
-    ``B / scale``: ``scale`` is the size of the terms that ``B`` balances (default
-    ``1 + max ‖B_i‖``, for ``B`` in standard units; :func:`fusion_threshold` passes the
-    gradients' size). Otherwise each
+    has ``‖Σ B‖`` above ``balance_tol · scale`` (no flow exists). Otherwise each
     component's sum is projected out first (it is the residual of the problem that produced
-    ``B``).
+    ``B``). The SOCP is solved for ``B / scale``, ``scale`` the size of the terms that ``B``
+    balances (default ``1 + max ‖B_i‖``, for ``B`` in standard units; :func:`fusion_threshold`
+    passes the gradients' size): Clarabel's tolerances are absolute.
     """
     B = np.array(B, dtype=float)
     if scale is None:
