@@ -163,11 +163,11 @@ class PPFL(BaseEstimator):
         rng = check_random_state(self.random_state)
         init = problem.initial_point(rng, as_scalar(self.init_scale, "init_scale", low=0.0))
         if self.solver == "exact_bcd":
-            Theta, omega, Pi = self._fit_exact(problem, init, rounds, tol)
+            Theta, omega, Pi, met = self._fit_exact(problem, init, rounds, tol)
         else:
-            Theta, omega, Pi = self._fit_federated(problem, init, rounds, tol, rng)
+            Theta, omega, Pi, met = self._fit_federated(problem, init, rounds, tol, rng)
         self._store(problem, mask, Theta, omega, Pi)
-        if tol > 0 and self.n_iter_ >= rounds:
+        if tol > 0 and not met:  # a run that meets tol in its last round has converged
             warnings.warn(f"PPFL: the stopping criteria did not reach tol={tol:g} within "
                           f"rounds={rounds}", ConvergenceWarning, stacklevel=2)
         return self
@@ -198,9 +198,12 @@ class PPFL(BaseEstimator):
         else:
             alg = algorithms.alternating(problem, **kw)
 
+        met = [False]
+
         def stop(record, server_state, client_states):
             m = record.metrics
-            return tol > 0 and m["grad_theta"] <= tol and m["pi_gap"] <= tol
+            met[0] = tol > 0 and m["grad_theta"] <= tol and m["pi_gap"] <= tol
+            return met[0]
 
         result = run_federated(alg, problem.client_data(), rounds=rounds,
                                participation=self.participation, random_state=rng,
@@ -208,14 +211,14 @@ class PPFL(BaseEstimator):
         self.history_ = result.history
         self.n_iter_ = result.rounds_completed
         s = result.server_state
-        return s["Theta"], s["omega"], s["Pi"]
+        return s["Theta"], s["omega"], s["Pi"], met[0]
 
     def _fit_exact(self, problem, init, rounds, tol):
         res = exact_bcd(problem, *init, max_iter=rounds, tol=max(tol, 1e-12),
                         laplacian=self.laplacian)
         self.history_ = res.history
         self.n_iter_ = res.n_iter
-        return res.Theta, res.omega, res.Pi
+        return res.Theta, res.omega, res.Pi, res.status == "optimal"
 
     def _store(self, problem, mask, Theta, omega, Pi):
         self.problem_ = problem
