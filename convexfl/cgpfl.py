@@ -390,8 +390,12 @@ class CGPFLClassifier(ClassifierMixin, BaseEstimator):
     r"""CGPFL (or CGPFL-Heur) for MLR as a scikit-learn-style estimator.
 
     Federated data enter as ``fit(X, y, groups)``: one client per distinct group label, in
-    sorted label order; the clients' data stay separate and the run is
-    :func:`cgpfl` on :func:`convexfl.federated.run_federated`, in this process.
+    sorted label order (``groups=None``: a single client); the clients' data stay separate
+    and the run is :func:`cgpfl` on :func:`convexfl.federated.run_federated`, in this
+    process. ``predict``, ``decision_function`` and ``score`` take the rows' ``groups``
+    (``None`` only for a model fitted on one client); metadata routing can carry it
+    (``set_fit_request(groups=True)``). The run has a fixed number of ``rounds`` and no
+    stopping tolerance, so it issues no ``ConvergenceWarning``.
 
     Parameters
     ----------
@@ -423,6 +427,7 @@ class CGPFLClassifier(ClassifierMixin, BaseEstimator):
         e(K) and its terms with ``"auto"``.
     history_ : History
         The run's per-round record (messages, metrics).
+    n_features_in_ : int
     """
 
     def __init__(self, n_clusters=4, *, lam=15.0, lr=0.005, personal_lr=None, inner_steps=5,

@@ -41,6 +41,12 @@ class PPFL(BaseEstimator):
     parameter mixture (12) or the output mixture (11) (see :mod:`convexfl.ppfl`). λ is in
     this ordered-pair convention.
 
+    Federated data enter as ``fit(X, y, groups)``: one client per distinct label of
+    ``groups`` (``groups=None``: a single client). ``predict`` and ``score`` take the rows'
+    ``groups`` too (``None`` only for a model fitted on one client). ``groups`` is a
+    keyword that metadata routing can carry (``set_fit_request(groups=True)``,
+    ``set_score_request(groups=True)``), so ``GridSearchCV`` over ``lam`` works.
+
     Parameters
     ----------
     n_components : int, default=3
@@ -108,6 +114,7 @@ class PPFL(BaseEstimator):
         the objective after each sweep.
     problem_ : PPFLProblem
     n_iter_ : int
+    n_features_in_ : int
     """
 
     def __init__(self, n_components=3, *, family="gaussian", form="parameter", lam=1e-3,
