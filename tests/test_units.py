@@ -175,3 +175,16 @@ def test_standard_form_is_exact():
         np.testing.assert_allclose(loss.values(units.x_from(Z)),
                                    units.fscale * std.values(Z), rtol=1e-9)
         assert 0.1 < np.sqrt(np.mean(std.F ** 2)) < 10, loss.name
+
+
+def test_control_a_wrong_transformation_is_caught():
+    """Control: the equivariance tests compare partitions that could differ. Scaling the
+    data by 1e3 without scaling λ is no change of units: the partition does change, and
+    the comparison used above sees it."""
+    A, truth = _points()
+    unit = cfl.solve(_quadratic(A, 0.75))
+    wrong = cfl.solve(_quadratic(1e3 * A, 0.75))  # λ not scaled with the data
+    assert cfl.clusters.same_partition(unit.labels(), truth)
+    assert not cfl.clusters.same_partition(wrong.labels(), unit.labels())
+    with pytest.raises(AssertionError):
+        _same_up_to_rounding(unit.X, wrong.X, 1e3, 0.0)
