@@ -20,8 +20,9 @@ report [--quick] [--out DIR]
 Data files (``DATA``)
 ---------------------
 Points (one user per row) or samples (rows with a target ``y`` and a user ``group``), as
-``.csv`` or ``.npz``: :data:`FORMATS`, printed by ``convexfl --help`` and by the ``--help``
-of every subcommand that reads one.
+``.csv`` or ``.npz``: :data:`convexfl._io.FORMATS`, printed by ``convexfl --help`` and by
+the ``--help`` of every subcommand that reads one, and read by
+:func:`convexfl._io.read_data`.
 
 Every λ read or written is in the canonical (SON) convention unless ``--convention`` says
 otherwise for an input λ.
@@ -32,25 +33,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import zipfile
 
 import numpy as np
 
+from ._io import FORMATS, read_data, read_partition
+
 SUBCOMMANDS = {}
 
-FORMATS = """\
-data files:
-  points  one user per row, every column a coordinate (quadratic loss, convex clustering):
-            .csv  header row, then numbers:        x1,x2[,cluster]
-            .npz  array 'A' (or 'points') (N, d)   [, 'partition' (N,)]
-  samples one sample per row, with its target and its user (data losses):
-            .csv  header with columns y and group: x1,x2,...,y,group[,cluster]
-            .npz  arrays 'X' (n, p), 'y' (n,), 'groups' (n,)  [, 'partition' (N,)]
-  The names y, group (or groups) and cluster are matched case-insensitively; a UTF-8 BOM
-  is ignored; every cell must be a finite number; repeated column names, ragged rows and
-  text cells are refused with the line and column. One user per distinct group label, in
-  sorted order. 'cluster' is a partition: one label per user (points) or per sample,
-  constant within each group (samples).
+OUTPUT = """\
+output (--out DIR, --json FILE):
+  DIR is created if needed. Checked before computing: DIR is a folder that takes files and
+  no file the command writes there is in the way (e.g. a folder named bounds.json).
+  Without matplotlib, bounds and path still write their JSON and skip the PNGs (a note on
+  stderr says so); report needs the extras of its sections and refuses without them.
+exit status: 0 done; 1 demo's clusters not recovered or a report section failed; 2 refused
+  (one 'error: ...' line on stderr); 130 interrupted (finished work is kept).
 """
 
 
@@ -119,127 +116,14 @@ demo.configure = _configure_demo
 # ---------------------------------------------------------------------------------------------
 
 LOSSES = ("quadratic", "least_squares", "logistic", "squared_hinge", "huber", "poisson")
-SPECIAL_COLUMNS = ("y", "group", "groups", "cluster")  # matched case-insensitively
-
-
-def _read_csv(path):
-    """``(columns, header)`` of a numeric CSV file with a header row (the special names
-    matched case-insensitively, a UTF-8 BOM ignored); refuses repeated column names, ragged
-    rows and cells that are not finite numbers, naming the row and the column."""
-    import csv
-
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-    if len(rows) < 2:
-        raise ValueError(f"data: {path} needs a header row and at least one data row")
-    header = [h.strip() for h in rows[0]]
-    keys = [h.lower() if h.lower() in SPECIAL_COLUMNS else h for h in header]
-    repeated = sorted({h for h in keys if keys.count(h) > 1})
-    if repeated or "" in keys:
-        raise ValueError(f"data: {path} has " + (f"repeated column names {repeated}"
-                         if repeated else "an empty column name") + "; every column needs "
-                         "its own name")
-    body = np.empty((len(rows) - 1, len(header)))
-    for i, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise ValueError(f"data: {path} line {i} has {len(row)} fields, the header has "
-                             f"{len(header)}")
-        for j, cell in enumerate(row):
-            try:
-                body[i - 2, j] = float(cell)
-            except ValueError:
-                raise ValueError(f"data: {path} line {i}, column {header[j]!r}: {cell!r} is "
-                                 "not a number") from None
-            if not np.isfinite(body[i - 2, j]):
-                raise ValueError(f"data: {path} line {i}, column {header[j]!r}: {cell!r} is "
-                                 "not finite")
-    return {h: body[:, j] for j, h in enumerate(keys)}, keys
-
-
-def load_data(path) -> dict:
-    """Read a data file (see the module docstring).
-
-    Returns
-    -------
-    dict
-        ``kind`` ("points" or "samples"); ``A`` or ``X``, ``y``, ``groups``; ``partition``
-        (per user) or None.
-    """
-    import os
-
-    path = str(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data: no such file {path!r}")
-    if path.endswith(".npz"):
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                d = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"data: {path} is not a readable .npz archive of numeric arrays "
-                             f"({type(exc).__name__}: {exc})") from None
-        part = next((d[k] for k in ("partition", "user_cluster", "truth") if k in d), None)
-        if "A" in d or "points" in d:
-            return {"kind": "points", "A": d.get("A", d.get("points")), "partition": part}
-        if all(k in d for k in ("X", "y", "groups")):
-            return {"kind": "samples", "X": d["X"], "y": d["y"], "groups": d["groups"],
-                    "partition": part}
-        raise ValueError(f"data: {path} must hold 'A' (points) or 'X', 'y', 'groups'; "
-                         f"found {sorted(d)}")
-    if path.endswith(".csv"):
-        cols, header = _read_csv(path)
-        cluster = cols.get("cluster")
-        group_key = "group" if "group" in cols else ("groups" if "groups" in cols else None)
-        if ("y" in cols) != (group_key is not None):
-            raise ValueError(f"data: {path} has a '{'y' if 'y' in cols else group_key}' "
-                             "column but no '" + ("group" if "y" in cols else "y") + "' "
-                             "column; a samples file needs both, a points file neither")
-        if "y" in cols and group_key is not None:
-            feats = [h for h in header if h not in ("y", group_key, "cluster")]
-            if not feats:
-                raise ValueError(f"data: {path} has no feature columns")
-            X = np.column_stack([cols[h] for h in feats])
-            groups = cols[group_key]
-            part = None
-            if cluster is not None:
-                users, idx = np.unique(groups, return_inverse=True)
-                part = np.zeros(len(users))
-                for u in range(len(users)):
-                    vals = np.unique(cluster[idx == u])
-                    if len(vals) != 1:
-                        raise ValueError(f"data: the 'cluster' column is not constant within "
-                                         f"group {users[u]:g}")
-                    part[u] = vals[0]
-            return {"kind": "samples", "X": X, "y": cols["y"], "groups": groups,
-                    "partition": part}
-        coords = [h for h in header if h != "cluster"]
-        return {"kind": "points", "A": np.column_stack([cols[h] for h in coords]),
-                "partition": cluster}
-    raise ValueError(f"data: expected a .csv or .npz file, got {path!r}")
-
-
-def _read_partition(path, n_users):
-    import os
-
-    from ._validation import check_partition
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"partition: no such file {path!r}")
-    try:
-        if path.endswith(".npy"):
-            lab = np.load(path, allow_pickle=False)
-        else:
-            lab = np.loadtxt(path, delimiter="," if path.endswith(".csv") else None)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"partition: {path} must hold one numeric cluster label per user, "
-                         f"without a header ({exc})") from None
-    return check_partition(np.asarray(lab).ravel(), n_users, "partition")
+load_data = read_data  # the name under which the command has always read a data file
 
 
 def build_problem(args):
     """``(SumOfNorms, partition or None, data)`` from the common options."""
     import convexfl as cfl
 
-    data = load_data(args.data)
+    data = read_data(args.data)
     if data["kind"] == "points":
         loss_name = args.loss or "quadratic"
         if loss_name != "quadratic":
@@ -269,10 +153,10 @@ def build_problem(args):
     prob = cfl.SumOfNorms(loss, graph, 0.0)
     part = None
     if args.partition:
-        part = _read_partition(args.partition, n)
-    elif data.get("partition") is not None:
+        part = read_partition(args.partition, n)
+    elif data["partition"] is not None:
         from ._validation import check_partition
-        part = check_partition(np.asarray(data["partition"]).ravel(), n, "partition")
+        part = check_partition(np.asarray(data["partition"]), n, "partition")
     return prob, part, data, loss_name
 
 
@@ -285,10 +169,10 @@ def _configure_common(p):
     p.add_argument("--graph", choices=("complete", "knn"), default="complete")
     p.add_argument("--k", type=int, default=10, help="neighbours for --graph knn")
     p.add_argument("--phi", type=float, default=None, help="Gaussian-kernel weights for knn")
-    p.add_argument("--partition", metavar="FILE", help="one cluster label per user "
-                   "(.csv/.txt/.npy); default: the data file's own")
+    p.add_argument("--partition", metavar="FILE", help="one cluster label per user, one per "
+                   "line, no header (.csv/.txt/.npy); default: the data file's own")
     p.add_argument("--out", metavar="DIR", default="convexfl-report",
-                   help="output folder (default ./convexfl-report)")
+                   help="output folder, created if needed (default ./convexfl-report)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
 
 
@@ -322,26 +206,36 @@ def _check_writable(folder, name) -> None:
         raise ValueError(f"{name}: cannot write in {folder!r} ({exc.strerror or exc})") from None
 
 
-def _prepare_output(args) -> None:
-    """Before computing: ``--out`` is (or can be made) a folder that takes files; without
-    matplotlib the plots are skipped with a one-line note (the JSON is still written)."""
+def _prepare_output(folder, files) -> None:
+    """Before computing: ``folder`` (``--out``) is, or can be made, a folder that takes
+    files, and none of the ``files`` the command will write there is in the way (a folder
+    or anything else that is not a regular file)."""
     import os
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ValueError(f"out: {args.out!r} exists and is not a folder")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"out: {folder!r} exists and is not a folder")
     try:
-        os.makedirs(args.out, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"out: cannot create the folder {args.out!r} "
+        raise ValueError(f"out: cannot create the folder {folder!r} "
                          f"({exc.strerror or exc})") from None
-    _check_writable(args.out, "out")
+    _check_writable(folder, "out")
+    for name in files:
+        path = os.path.join(folder, name)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise ValueError(f"out: {path!r} exists and is not a file; the command writes "
+                             f"{name} there")
+
+
+def _skip_plots_without_matplotlib(args) -> None:
+    """Without matplotlib the plots are skipped with a one-line note (the JSON is still
+    written)."""
     from ._extras import missing
 
     if not args.no_plot and missing("plot"):
         print(f"convexfl {args.command}: note: matplotlib is not installed (pip install "
               "'convexfl[plot]'); plots skipped", file=sys.stderr)
         args.no_plot = True
-
 
 
 def _configure_bounds(p):
@@ -361,7 +255,8 @@ def bounds_cmd(args) -> int:
     import convexfl as cfl
 
     prob, part, _, loss_name = build_problem(args)
-    _prepare_output(args)
+    _prepare_output(args.out, ("bounds.json", "bounds.png"))
+    _skip_plots_without_matplotlib(args)
     fb = cfl.bounds.fusion_threshold(prob)
     out = {"data": os.path.abspath(args.data), "loss": loss_name, "n_users": prob.n_users,
            "dim": prob.dim, "graph": prob.graph.kind, "lam_convention": "son",
@@ -370,6 +265,7 @@ def bounds_cmd(args) -> int:
           f"graph {prob.graph.kind} (all λ in the SON convention)")
     print(f"  fusion threshold lam_hat = {fb.value:.6g} ({fb.kind}); closed-form bounds "
           f"[{fb.related['lower'].value:.6g}, {fb.related['upper'].value:.6g}]")
+    rec = None
     if part is None:
         print("  no partition given (--partition or a 'cluster' column): only lam_hat")
     else:
@@ -389,12 +285,12 @@ def bounds_cmd(args) -> int:
             out["certificate"] = cert.to_dict()
             print(f"  at lam = {lam:.6g}: recovered = {cert.recovered}, max rho_k = "
                   f"{cert.value:.6g} ({cert.note})")
-        if not args.no_plot:
-            from . import plotting
-            plotting.plot_intervals(rec, out=os.path.join(args.out, "bounds.png"))
-            print(f"  wrote {os.path.join(args.out, 'bounds.png')}")
-    _write_json(os.path.join(args.out, "bounds.json"), out)
+    _write_json(os.path.join(args.out, "bounds.json"), out)  # the numbers first, then plots
     print(f"  wrote {os.path.join(args.out, 'bounds.json')}")
+    if rec is not None and not args.no_plot:
+        from . import plotting
+        plotting.plot_intervals(rec, out=os.path.join(args.out, "bounds.png"))
+        print(f"  wrote {os.path.join(args.out, 'bounds.png')}")
     return 0
 
 
@@ -423,7 +319,9 @@ def path_cmd(args) -> int:
     import convexfl as cfl
 
     prob, part, _, loss_name = build_problem(args)
-    _prepare_output(args)
+    _prepare_output(args.out, ("path.npz", "path.json", "path_report.json", "n_clusters.png",
+                               "dendrogram.png", "clusterpath.png"))
+    _skip_plots_without_matplotlib(args)
     opts = {} if args.tol is None else {"tol": args.tol}
     base = os.path.join(args.out, "path")
     path = cfl.son_path(prob, args.lambdas, method=args.method, n_lambdas=args.n_lambdas,
@@ -481,17 +379,11 @@ def _configure_report(p):
 @subcommand("report", "the main job: theory checks and the papers' key figures, as one "
                       "HTML + JSON report (resumable)")
 def report_cmd(args) -> int:
-    import os
-
     from ._extras import require
-    from .report import run_report
+    from .report import needed_extras, run_report
 
-    require("report", "plot", "stats")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ValueError(f"out: {args.out!r} exists and is not a folder")
-    os.makedirs(args.out, exist_ok=True)
-    _check_writable(args.out, "out")
-
+    require("report", *needed_extras(args.only))
+    _prepare_output(args.out, ("report.html", "report.json"))
     path = run_report(quick=args.quick, out=args.out, only=args.only, fresh=args.fresh,
                       progress=not args.no_progress)
     data = json.loads((path.parent / "report.json").read_text())
@@ -509,12 +401,15 @@ report_cmd.configure = _configure_report
 
 def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="convexfl", description=__doc__.split("\n")[0],
-                                     epilog=FORMATS, formatter_class=raw)
+    parser = argparse.ArgumentParser(
+        prog="convexfl", formatter_class=raw, epilog=FORMATS + "\n" + OUTPUT,
+        description="convexfl: λ-bounds and solution paths of convex clustering on your data "
+                    "files, and the report of the papers' checks and figures.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (fn, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_, formatter_class=raw,
-                           epilog=FORMATS if name in ("bounds", "path") else None)
+                           epilog=FORMATS + "\n" + OUTPUT if name in ("bounds", "path")
+                           else OUTPUT)
         getattr(fn, "configure", lambda p: None)(p)
         p.set_defaults(func=fn)
     return parser

@@ -25,15 +25,35 @@ from pathlib import Path
 from ._io import atomic_write_text
 
 SECTIONS: dict = {}
+SECTION_EXTRAS: dict = {}  # section name -> the optional extras it needs
 _PROGRESS = contextvars.ContextVar("convexfl_report_progress", default=False)
 
 
-def section(name: str):
-    """Register ``fn(out, quick) -> dict`` as report section ``name`` (run in order)."""
+def section(name: str, extras=("plot",)):
+    """Register ``fn(out, quick) -> dict`` as report section ``name`` (run in order), which
+    needs the optional ``extras`` (:data:`convexfl._extras.EXTRAS`)."""
     def wrap(fn):
         SECTIONS[name] = fn
+        SECTION_EXTRAS[name] = tuple(extras)
         return fn
     return wrap
+
+
+def _selected(only) -> list:
+    """The names of the sections to run: ``only`` (a name or a list), default all."""
+    if isinstance(only, str):
+        only = [only]
+    names = list(SECTIONS) if not only else list(only)
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise ValueError(f"only: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+    return names
+
+
+def needed_extras(only=None) -> list:
+    """The optional extras the sections ``only`` (default all) need, sorted; ``convexfl
+    report`` requires them before it computes anything."""
+    return sorted({e for name in _selected(only) for e in SECTION_EXTRAS[name]})
 
 
 def _atomic_json(path: Path, data) -> None:
@@ -65,7 +85,7 @@ def _jsonable(x):
     return str(x)
 
 
-@section("theory_checks")
+@section("theory_checks", extras=("plot", "stats"))
 def _theory_checks(out: Path, quick: bool) -> dict:
     import theory_checks
 
@@ -96,12 +116,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out: {str(out)!r} exists and is not a folder")
-    if isinstance(only, str):
-        only = [only]
-    names = list(SECTIONS) if not only else list(only)
-    unknown = [n for n in names if n not in SECTIONS]
-    if unknown:
-        raise ValueError(f"only: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+    names = _selected(only)
     done = {}
     token = _PROGRESS.set(bool(progress))  # long sections show their own progress inside
     try:
@@ -282,7 +297,7 @@ def _convex_clustering(out: Path, quick: bool) -> dict:
               "(Chi & Lange), warm-started path up to the exact λ̂.")
 
 
-@section("ppfl")
+@section("ppfl", extras=("plot", "stats"))
 def _ppfl(out: Path, quick: bool) -> dict:
     return _study_section(
         "PPFL: membership vectors during training (Fig. 6) and the GLMM equivalence (Thm 3)",
@@ -303,7 +318,7 @@ def _cgpfl(out: Path, quick: bool) -> dict:
         intro="notebooks/cgpfl.py.")
 
 
-@section("torch_digits")
+@section("torch_digits", extras=("plot", "torch"))
 def _torch_digits(out: Path, quick: bool) -> dict:
     return _study_section(
         "Torch back-ends on the digits split: mean test accuracy per method", ["torch_digits"],

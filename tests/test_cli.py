@@ -178,3 +178,120 @@ def test_ctrl_c_prints_one_line_saying_what_is_kept(tmp_path, capsys, monkeypatc
     assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "run the same command again to resume" in err[0]
+
+
+# --- issue 16, items 3 and 4, continued: NPZ arrays, headerless and non-UTF-8 CSV, the
+# --- partition file, output files that are folders, the report's extras -------------------
+
+_A4 = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
+_X20 = np.random.default_rng(0).normal(size=(20, 2))
+_SAMPLES = {"X": _X20, "y": np.where(_X20[:, 0] > 0, 1.0, -1.0), "groups": np.repeat(range(4), 5)}
+
+
+@pytest.mark.parametrize("arrays, match", [
+    ({"A": _A4, **_SAMPLES}, "both points .* and samples"),
+    ({"A": _A4, "points": _A4}, "both 'A' and 'points'"),
+    ({"A": _A4, "cluster": np.array([0, 0, 1, 1])}, "array\\(s\\) \\['cluster'\\] .*not used"),
+    ({"A": _A4, "foo": np.ones(3)}, "\\['foo'\\]"),
+    ({"X": _X20, "y": _SAMPLES["y"]}, "missing \\['groups'\\]"),
+    ({"A": _A4, "partition": np.array([0, 0, 1, 1]), "truth": np.array([0, 0, 1, 1])},
+     "more than one partition"),
+    ({"A": _A4, "partition": np.array([[0, 0], [1, 1]])}, "partition: .*shape \\(2, 2\\)"),
+])
+def test_npz_with_unused_ambiguous_or_misshapen_arrays_is_refused(tmp_path, capsys, arrays,
+                                                                   match):
+    """Unused arrays (a partition saved as 'cluster') were ignored, 'A' next to 'X, y,
+    groups' silently meant points, and a 2-D partition was flattened."""
+    path = tmp_path / "d.npz"
+    np.savez(path, **arrays)
+    assert cli.main(["bounds", str(path), "--out", str(tmp_path / "o"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert __import__("re").search(match, err), err
+
+
+@pytest.mark.parametrize("content, match", [
+    ("0.5,1\n2,3\n4,5\n", "first row .* numbers"),
+    ("x0,y,group,groups\n1,1,0,0\n2,-1,1,1\n", "both a 'group' and a 'groups' column"),
+    ("cluster\n0\n1\n", "no coordinate columns"),
+    ("x0;x1\n1;2\n3;4\n", "comma-separated"),
+    ("x\xe9,x1\n1,2\n3,4\n".encode("latin-1"), "not UTF-8"),
+])
+def test_more_malformed_csv_is_refused_naming_the_file(tmp_path, capsys, content, match):
+    """A headerless file lost its first row as the header; a 'groups' column next to
+    'group' became a feature; the others gave messages that did not name the file."""
+    path = tmp_path / "bad.csv"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    assert cli.main(["bounds", str(path), "--out", str(tmp_path / "o"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "error: data:" in err and str(path) in err, err
+    assert __import__("re").search(match, err), err
+
+
+def test_a_data_path_that_is_a_folder_is_refused(tmp_path, capsys):
+    folder = tmp_path / "d.csv"
+    folder.mkdir()
+    assert cli.main(["bounds", str(folder), "--out", str(tmp_path / "o")]) == 2
+    assert "error: data:" in capsys.readouterr().err
+
+
+def test_a_partition_file_with_two_columns_is_refused(tmp_path, capsys):
+    """Four users, two lines of two labels: flattened into four labels and accepted."""
+    data, part = tmp_path / "p.npz", tmp_path / "part.csv"
+    np.savez(data, A=_A4)
+    part.write_text("0,0\n1,1\n")
+    assert cli.main(["bounds", str(data), "--partition", str(part), "--out",
+                     str(tmp_path / "o"), "--no-plot"]) == 2
+    assert "one label per line" in capsys.readouterr().err
+
+
+def test_an_output_file_that_is_a_folder_is_refused_before_computing(points_csv, tmp_path,
+                                                                     capsys, monkeypatch):
+    """bounds.png or path.npz being a folder failed after the whole computation."""
+    def computed(*a, **k):
+        raise AssertionError("computed before the output was checked")
+    monkeypatch.setattr(cfl.bounds, "fusion_threshold", computed)
+    monkeypatch.setattr(cfl, "son_path", computed)
+    for cmd, name in (("bounds", "bounds.png"), ("bounds", "bounds.json"),
+                      ("path", "path.npz"), ("path", "path_report.json")):
+        out = tmp_path / f"{cmd}-{name}"
+        (out / name).mkdir(parents=True)
+        assert cli.main([cmd, str(points_csv[0]), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "error: out:" in err and name in err, err
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    assert cli.main(["report", "--quick", "--out", str(a_file / "sub")]) == 2
+    assert "error: out:" in capsys.readouterr().err
+
+
+def test_bounds_writes_its_json_before_plotting(points_csv, tmp_path, capsys, monkeypatch):
+    """A failing plot lost the computed numbers (the JSON was written after the PNG)."""
+    from convexfl import plotting
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(plotting, "plot_intervals", broken)
+    out = tmp_path / "o"
+    assert cli.main(["bounds", str(points_csv[0]), "--out", str(out)]) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert json.loads((out / "bounds.json").read_text())["recovery_interval"]["kind"] == "exact"
+
+
+def test_report_refuses_up_front_when_a_selected_section_needs_torch(tmp_path, capsys,
+                                                                     monkeypatch):
+    """Without torch the report ran every section, then failed its torch section."""
+    import sys
+
+    import convexfl.report as report_module
+
+    class Ran(Exception):
+        pass
+
+    def ran(**kw):
+        raise Ran
+    monkeypatch.setattr(report_module, "run_report", ran)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert cli.main(["report", "--quick", "--out", str(tmp_path / "r")]) == 2
+    assert "pip install 'convexfl[torch]'" in capsys.readouterr().err
+    with pytest.raises(Ran):  # a report without the torch section needs no torch
+        cli.main(["report", "--quick", "--only", "armacki_sec5", "--out", str(tmp_path / "r")])
