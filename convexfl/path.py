@@ -418,18 +418,25 @@ def _base(path) -> str:
     return path
 
 
-def _atomic_npz(filename, arrays):
+def _atomic_write(filename, write, mode="w"):
+    """Write through a temporary file and rename it: a reader never sees half a file, and a
+    failed write leaves neither the temporary file nor a damaged ``filename``."""
     tmp = f"{filename}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, filename)
+    try:
+        with open(tmp, mode) as fh:
+            write(fh)
+        os.replace(tmp, filename)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _atomic_npz(filename, arrays):
+    _atomic_write(filename, lambda fh: np.savez(fh, **arrays), "wb")
 
 
 def _atomic_text(filename, text):
-    tmp = f"{filename}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, filename)
+    _atomic_write(filename, lambda fh: fh.write(text))
 
 
 def _json_float(x):

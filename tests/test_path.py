@@ -239,3 +239,20 @@ def test_checkpoint_that_cannot_be_written_is_refused_before_any_solve(tmp_path)
         cfl.son_path(prob, [0.0, 1.0], checkpoint=tmp_path / "missing" / "p", progress=False)
     with pytest.raises(ValueError, match="checkpoint: expected a file name"):
         cfl.son_path(prob, [0.0, 1.0], checkpoint=tmp_path, progress=False)
+
+
+def test_a_save_that_fails_at_the_rename_leaves_the_old_file_and_no_temporary(quad, tmp_path,
+                                                                               monkeypatch):
+    prob, _ = quad
+    path = cfl.son_path(prob, [0.0, 0.1], method="cvxpy")
+    path.save(tmp_path / "p")
+    before = (tmp_path / "p.npz").read_bytes()
+
+    def refuse(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        path.save(tmp_path / "p")
+    assert (tmp_path / "p.npz").read_bytes() == before
+    assert not glob.glob(str(tmp_path / "*.tmp-*"))
