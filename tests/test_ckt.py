@@ -1,6 +1,6 @@
 """Tests for convexfl.ckt: PerFed-CKT's linear-regression analysis (paper Sec. 4, App. B).
 
-What is established here (see the module docstring of convexfl.ckt for the derivations):
+What is established here (see the module docstring of convexfl.ckt.linear for the derivations):
 * (14) is the minimiser of (13); (12) is exact Gaussian conditioning (brute force, prior
   variance -> infinity);
 * the closed-form conditional risk agrees with Monte Carlo, both given the data and averaged

@@ -1,0 +1,243 @@
+r"""The exact fusion threshold λ̂ (docs/math.md §1.4) and the two computations it rests on,
+shared by the rest of :mod:`convexfl.bounds`:
+
+- the cluster minimisers ``w_k† = argmin Σ_{i∈C_k} f_i`` (one cluster: the global model
+  ``y*``), by a closed form, damped Newton, or the cvxpy reference;
+- the min-max flow SOCP ``ρ = min max_e ‖u_e‖/w_e`` routing given node imbalances (Clarabel):
+  at ``−∇f_i(y*)`` it is λ̂; inside each cluster it is the partition certificate's ρ_k(λ).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from .._validation import check_partition
+from ..problems import SumOfNorms, oracle
+from ._base import Bound, _affine_parts, _check_son, _pairwise_max
+
+
+def _minimise_users(loss, X0=None, *, tol=1e-13, max_iter=100):
+    """``argmin f_k`` for every user of ``loss`` by damped Newton with backtracking.
+
+    Returns ``(X, ok)``; ``ok`` is False when some gradient did not reach
+    ``tol · (1 + ‖∇f‖ at the start)``.
+    """
+    K, d = loss.n_users, loss.dim
+    X = np.zeros((K, d)) if X0 is None else np.array(X0, dtype=float)
+    G = loss.grad(X)
+    g0 = 1.0 + np.linalg.norm(G, axis=1)
+    v = loss.values(X)
+    for _ in range(max_iter):
+        gn = np.linalg.norm(G, axis=1)
+        todo = gn > tol * g0
+        if not np.any(todo):
+            return X, True
+        P = np.zeros_like(X)
+        for k in np.flatnonzero(todo):
+            H = loss.hessian(k, X[k])
+            damp = 1e-12 * (1.0 + np.abs(H).max())
+            try:
+                P[k] = -np.linalg.solve(H + damp * np.eye(d), G[k])
+            except np.linalg.LinAlgError:
+                P[k] = -G[k]
+        slope = np.sum(G * P, axis=1)
+        t = np.ones(K)
+        for _ in range(60):
+            Xn = X + t[:, None] * P
+            vn = loss.values(Xn)
+            bad = todo & (vn > v + 1e-4 * t * slope + 1e-15 * np.abs(v))
+            if not np.any(bad):
+                break
+            t[bad] *= 0.5
+        X, v = Xn, vn
+        Gn = loss.grad(X)
+        if np.all(np.linalg.norm(Gn, axis=1)[todo] >= gn[todo]) and np.all(t[todo] < 1e-12):
+            G = Gn
+            break
+        G = Gn
+    return X, bool(np.all(np.linalg.norm(G, axis=1) <= tol * g0))
+
+
+def _minimisers(loss, labels, method="cvxpy", solver_options=None):
+    """``w_k† = argmin Σ_{i∈C_k} f_i`` per cluster (cvxpy reference, then Newton polish),
+    shape (K, d); computed in standard units (:mod:`convexfl.units`)."""
+    from ..solvers import solve
+
+    units, std = loss.standard
+    if not units.is_identity:
+        return units.x_from(_minimisers(std, labels, method, solver_options))
+    agg = loss.aggregate(labels)
+    parts = _affine_parts(agg)
+    if parts is not None:
+        H, h = parts
+        try:
+            return np.stack([np.linalg.solve(H[k], h[k]) for k in range(agg.n_users)])
+        except np.linalg.LinAlgError:
+            pass
+    X, ok = _minimise_users(agg)
+    if not ok:
+        sol = solve(oracle(loss, labels), method="cvxpy", **(solver_options or {}))
+        X0 = sol.history.get("W", X)
+        X, _ = _minimise_users(agg, X0)
+    return X
+
+
+def _minmax_flow(n, edges, weights, B, *, balance_tol=1e-8, scale=None):
+    r"""``ρ = min max_e ‖u_e‖ / w_e`` s.t. ``Σ_{e=(i,·)} u_e − Σ_{e=(·,i)} u_e = B_i`` (every
+    node), solved as an SOCP with Clarabel.
+
+    Returns ``(ρ, u)``; ``ρ = inf`` (``u = None``) when a connected component of the edges
+    has ``‖Σ B‖`` above ``balance_tol · scale`` (no flow exists). Otherwise each
+    component's sum is projected out first (it is the residual of the problem that produced
+    ``B``). The SOCP is solved for ``B / scale``, ``scale`` the size of the terms that ``B``
+    balances (default ``1 + max ‖B_i‖``, for ``B`` in standard units; :func:`fusion_threshold`
+    passes the gradients' size): Clarabel's tolerances are absolute.
+    """
+    B = np.array(B, dtype=float)
+    if scale is None:
+        scale = 1.0 + float(np.max(np.linalg.norm(B, axis=1), initial=0.0))
+    rho, u = _minmax_flow_unit(n, edges, weights, B / scale, balance_tol)
+    return rho * scale, (None if u is None else u * scale)
+
+
+def _minmax_flow_unit(n, edges, weights, B, balance_tol):
+    """:func:`_minmax_flow` for ``B`` of order 1 (Clarabel's tolerances are absolute)."""
+    import clarabel
+
+    d = B.shape[1]
+    tol = balance_tol
+    E = len(edges)
+    if E == 0:
+        return (0.0 if np.all(np.linalg.norm(B, axis=1) <= tol) else math.inf), np.zeros((0, d))
+    edges = np.asarray(edges, dtype=np.int64)
+    adj = sp.coo_matrix((np.ones(E), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    n_comp, comp = connected_components(adj, directed=False)
+    sums = np.zeros((n_comp, d))
+    np.add.at(sums, comp, B)
+    if np.any(np.linalg.norm(sums, axis=1) > tol):
+        return math.inf, None
+    counts = np.bincount(comp, minlength=n_comp)
+    B -= (sums / counts[:, None])[comp]
+    keep = np.ones(n, bool)
+    keep[np.unique(comp, return_index=True)[1]] = False  # one redundant node per component
+    row_of = -np.ones(n, np.int64)
+    row_of[keep] = np.arange(int(keep.sum()))
+    nvar = 1 + E * d
+    rows, cols, vals = [], [], []
+    for sign, end in ((1.0, 0), (-1.0, 1)):
+        node = edges[:, end]
+        ok = keep[node]
+        for c in range(d):
+            rows.append(row_of[node[ok]] * d + c)
+            cols.append(1 + np.flatnonzero(ok) * d + c)
+            vals.append(np.full(int(ok.sum()), sign))
+    m_eq = int(keep.sum()) * d
+    b_eq = B[keep].ravel()
+    # second-order cones: (w_e t, u_e) for every edge; Clarabel's form is A z + s = b
+    base = m_eq + np.arange(E) * (d + 1)
+    rows.append(base)
+    cols.append(np.zeros(E, np.int64))
+    vals.append(-np.asarray(weights, float))
+    for c in range(d):
+        rows.append(base + 1 + c)
+        cols.append(1 + np.arange(E) * d + c)
+        vals.append(-np.ones(E))
+    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(m_eq + E * (d + 1), nvar))
+    b = np.concatenate([b_eq, np.zeros(E * (d + 1))])
+    q = np.zeros(nvar)
+    q[0] = 1.0
+    P = sp.csc_matrix((nvar, nvar))
+    cones = ([clarabel.ZeroConeT(m_eq)] if m_eq else []) + \
+        [clarabel.SecondOrderConeT(d + 1)] * E
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-11
+    settings.max_iter = 200
+    sol = clarabel.DefaultSolver(P, q, A, b, cones, settings).solve()
+    status = str(sol.status)
+    if "Solved" not in status:
+        from ..solvers import SolverError
+        raise SolverError(f"min-max flow SOCP: Clarabel returned {status}")
+    u = np.asarray(sol.x)[1:].reshape(E, d)
+    return float(np.max(np.linalg.norm(u, axis=1) / np.asarray(weights, float))), u
+
+
+def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=None) -> Bound:
+    r"""The exact fusion threshold λ̂: all ``x_i`` coincide iff ``λ ≥ λ̂``.
+
+    With ``y*`` the global model and ``g_i = ∇f_i(y*)`` (``Σ_i g_i = 0``), the fused ``X``
+    solves (KKT) iff a flow with capacities ``λ w_ij`` routes ``−g``:
+
+    .. math::
+
+        \hat λ = \min\{λ : ∃ u \text{ antisymmetric on } E,\ \|u_{ij}\| ≤ λ w_{ij},\
+                 \textstyle\sum_j u_{ij} = -g_i\ ∀ i\},
+
+    a min-max flow SOCP (solved with Clarabel to 1e-11). Works for any loss and graph; if
+    ``Σ f_i`` has several minimisers, this is the threshold for the computed ``y*``.
+
+    Returns
+    -------
+    Bound
+        ``.value = λ̂``, kind ``"exact"``; ``related["lower"]``/``related["upper"]`` are
+        closed-form certified bounds: ``max_i ‖g_i‖ / deg_i ≤ λ̂`` (``= max‖g_i‖/(N−1)`` on
+        the complete uniform graph) and ``λ̂ ≤ max_{i,j} ‖g_i − g_j‖ / N`` on the complete
+        uniform graph (``u_ij = (g_j − g_i)/N`` is feasible), else the same bound from the
+        least-squares (potential) flow. A disconnected graph gives ``λ̂ = inf`` (models in
+        different components never coincide, generically) with ``inputs["per_component"]``:
+        the λ above which every component is fused. ``inputs["_flow"]`` is the optimal flow
+        (E, d): with ``u_e`` it certifies the fused solution at any λ ≥ λ̂
+        (:func:`convexfl.certificates.kkt_residual` accepts it as ``flows``).
+    """
+    _check_son(prob)
+    loss, graph = prob.loss, prob.graph
+    n = prob.n_users
+    comp = graph.component_labels if graph.n_edges else np.arange(n)
+    comp = check_partition(comp, n)
+    Y = _minimisers(loss, comp, method, solver_options)  # one global model per component
+    G = loss.grad(Y[comp])
+    sums = np.zeros((int(comp.max()) + 1, prob.dim))
+    np.add.at(sums, comp, G)
+    balance = float(np.linalg.norm(sums, axis=1).max())
+    gscale = float(np.max(np.linalg.norm(G, axis=1), initial=0.0))
+    rho, u = _minmax_flow(n, graph.edges, graph.weights, G * -1.0, balance_tol=1e-6,
+                          scale=gscale if gscale > 0 else 1.0)
+    # the flow routes −g: node balance Σ_e(±u_e) = −g_i
+    deg = graph.degree
+    gn = np.linalg.norm(G, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = float(np.max(np.where(deg > 0, gn / np.where(deg > 0, deg, 1), 0.0)))
+    if graph.is_complete_uniform:
+        up = _pairwise_max(G) / n
+        up_note = "max_{i,j} ‖g_i − g_j‖ / N (the flow (g_j − g_i)/N)"
+    else:
+        from ..certificates import _potential_solver
+        # the least-squares flow with g + B u = mean(g) = 0 on each component
+        flow = _potential_solver(n, graph.edges, graph.weights)(G) if graph.n_edges else None
+        up = (float(np.max(np.linalg.norm(flow, axis=1) / graph.weights)) if graph.n_edges
+              else math.inf)
+        up_note = "max_e ‖u_e‖/w_e of the least-squares (potential) flow"
+    inputs = {"y_star": Y[0] if graph.is_connected else Y, "grad_norms": gn,
+              "balance_residual": balance, "n_components": graph.n_components,
+              "graph": graph.kind, "_flow": u}
+    if not graph.is_connected:
+        inputs["per_component"] = rho
+        return Bound("fusion_threshold", "exact", math.inf, math.inf, inputs=inputs,
+                     note=f"the graph has {graph.n_components} connected components: models "
+                          "in different components never coincide (unless the components' "
+                          "global models happen to be equal); every component is fused for "
+                          f"λ ≥ {rho:.6g} (inputs['per_component'])",
+                     related={"lower": Bound("fusion_lower", "certified bound", low, low),
+                              "upper": Bound("fusion_upper", "certified bound", up, up)})
+    related = {
+        "lower": Bound("fusion_threshold_lower", "certified bound", low, low,
+                       note="max_i ‖g_i‖ / deg_i (each user's flow capacity)"),
+        "upper": Bound("fusion_threshold_upper", "certified bound", up, up, note=up_note)}
+    return Bound("fusion_threshold", "exact", rho, rho, inputs=inputs,
+                 note="min-max flow SOCP at the global model (docs/math.md §1.4); all models "
+                      "coincide iff λ ≥ value", related=related)
