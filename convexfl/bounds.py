@@ -54,7 +54,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist, pdist
 
 from ._validation import as_int, as_scalar, check_partition
-from .losses import LeastSquares, Quadratic
+from .losses import LeastSquares, Quadratic, uniqueness_caveat
 from .problems import Reduced, SumOfNorms, oracle
 from .units import standardise
 
@@ -637,6 +637,7 @@ class _Probe:
             rec["lam"] = lam
             rec["min_centroid_distance"] = float(dist.min()) if dist.size else math.inf
             rec["G"] = self.loss.grad(W[self.labels])
+            rec["caveat"] = uniqueness_caveat(self.loss, W[self.labels])  # Remark 1
             self._cache[lam] = rec
         if theorems and "thm1" not in rec:
             self._theorems(rec)
@@ -1608,13 +1609,15 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
         \quad (i∈C_k)
 
     has ``ρ_k(λ) ≤ λ`` (``r_kl = (w_k* − w_l*)/‖w_k* − w_l*‖``). Each ρ_k is a small SOCP
-    (Clarabel). With strictly convex ``f_i`` this decides exact recovery of the partition.
+    (Clarabel). When the clustered solution is the only one — every ``f_i`` strictly convex
+    near it (:meth:`convexfl.losses.Loss.strictly_convex_at`; Remark 1) — this decides exact
+    recovery of the partition; otherwise another solution may have another partition.
 
     Returns
     -------
     PartitionCertificate
-        kind ``"exact"`` when the (RED) solution is certified (``inputs["red_kkt_residual"]``),
-        else ``"estimate"`` with the reason in the note.
+        kind ``"exact"`` when the (RED) solution is certified (``inputs["red_kkt_residual"]``)
+        and the (SON) solution unique, else ``"estimate"`` with the reason in the note.
     """
     probe = _probe or _Probe(prob, partition, method=method, solver_options=solver_options)
     lam = _lam_arg(prob, lam)
@@ -1628,7 +1631,7 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
                        " (they split)")
     rho_max = float(np.nanmax(rec["rho"])) if np.any(~np.isnan(rec["rho"])) else math.nan
     return PartitionCertificate(
-        "partition_certificate", _kind(rec), rho_max, rho_max,
+        "partition_certificate", "estimate" if rec["caveat"] else _kind(rec), rho_max, rho_max,
         inputs={"lam": lam, "rho": rec["rho"], "margins": lam - rec["rho"],
                 "distinct": rec["distinct"], "recovered": rec["recovered"],
                 "min_centroid_distance": rec["min_centroid_distance"],
@@ -1636,7 +1639,8 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
                 "balance_residual": rec["balance_residual"], "sizes": probe.sizes,
                 "reasons": reasons},
         note=("recovered" if rec["recovered"] else "not recovered: " + "; ".join(reasons))
-        + _red_note(rec), lam=lam, rho=rec["rho"], distinct=rec["distinct"],
+        + _red_note(rec) + (f" [estimate: {rec['caveat']}]" if rec["caveat"] else ""),
+        lam=lam, rho=rec["rho"], distinct=rec["distinct"],
         recovered=rec["recovered"], W=rec["W"])
 
 
@@ -1758,7 +1762,8 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
                       compare: bool = True, n_check: int = 4, method: str = "cvxpy",
                       solver_options=None) -> Bound:
     r"""The exact λ-interval on which ``partition`` is the cluster structure of the (SON)
-    solution, for any loss and graph (strictly convex ``f_i`` for uniqueness).
+    solution, for any loss and graph; ``"estimate"`` where the solution inside it is not
+    certified unique (some ``f_i`` not strictly convex near it; Remark 1).
 
     Recovery at λ is decided exactly by :func:`partition_certificate`: the (RED) centroids
     are distinct (condition D) and ``ρ_k(λ) ≤ λ`` for every cluster (condition F). Both
@@ -1861,6 +1866,10 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
         kind = "estimate"
         note = "NOT monotone: " + "; ".join(info["violations"]) + \
             " — the interval returned is where the conditions first switch"
+    caveat = next((r["caveat"] for r in probe._cache.values()  # Remark 1, inside [lo, hi)
+                   if r["caveat"] and lo <= r["lam"] * probe.units.grad < hi), "")
+    if caveat:
+        kind, note = "estimate", f"estimate: {caveat}; " + note
     info.update(checks=checks, n_red_solves=probe.n_solves,
                 monotone_checked=not info["violations"])
     return Bound("recovery_interval", kind, lo, hi, inputs=info, related=related, note=note)
