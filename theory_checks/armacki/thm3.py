@@ -5,8 +5,9 @@ ones (:func:`planted_unequal`, where the ``max_k Σ_{l≠k} n_l`` of the interva
 the ``ε_k / n_k`` of its lower end differ from cluster to cluster). Non-uniform user weights
 ``f_i = (w_i/2)‖x − a_i‖²`` are reported separately: there ``∇f_i − ∇f_j`` is no longer
 constant, ε_k = ∞ (weights differing inside a cluster) or δ_kl = 0 (differing across), and the
-theorem's interval is empty — it says nothing, while the exact recovery interval
-(:func:`convexfl.bounds.recovery_interval`) is not empty.
+theorem's interval is empty — it says nothing. The exact recovery interval
+(:func:`convexfl.bounds.recovery_interval`) is reported next to it: not empty with weights
+constant inside clusters; with weights differing inside, it can be empty (no λ recovers).
 """
 
 from __future__ import annotations
@@ -136,9 +137,17 @@ def run(quick: bool, seed: int, out):
                            f"{margins['unequal_size_pairs_recovered']}/{len(unequal)}). "
                            "Non-uniform user "
                            "weights (w_i ∈ [0.5, 2]): " + "; ".join(w["text"] for w in weights)
-                           + ". There the theorem's interval is empty — it does not apply — "
-                           "while the exact certificate recovers the partition on a "
-                           "non-empty interval.")
+                           + ". The theorem's interval is empty on "
+                           f"{margins['weighted_theorem3_empty']}/{len(weights)} weighted "
+                           "instances — it does not apply. The exact recovery interval is "
+                           "non-empty on " + ", ".join(
+                               f"{sum(not w['exact_empty'] for w in weights if w['within'] == v)}"
+                               f"/{sum(w['within'] == v for w in weights)} with weights "
+                               f"{'differing' if v else 'constant'} inside clusters"
+                               for v in (False, True))
+                           + " (empty: the within-cluster flows become feasible only after "
+                           "the centroids merge, so the planted partition is never the "
+                           "solution's).")
 
 
 def _weighted_row(rng, *, within):
@@ -151,7 +160,8 @@ def _weighted_row(rng, *, within):
             f"min δ_kl = {np.min(delta):.3g}, Theorem-3 interval "
             f"{'empty' if t3.is_empty else f'[{t3.lo:.3g}, {t3.hi:.3g}]'}, exact recovery "
             f"interval [{ex.lo:.4g}, {ex.hi:.4g}) ({ex.kind})")
-    return {"t3_empty": t3.is_empty, "exact_empty": ex.is_empty, "text": text}
+    return {"t3_empty": t3.is_empty, "exact_empty": ex.is_empty, "within": within,
+            "text": text}
 
 
 def _plot(rows, path):
