@@ -31,12 +31,13 @@ from .problems import (
     oracle,
     to_paper_lambda,
 )
-from .solvers import Solution, SolverError, solve
+from .solvers import NonUniqueWarning, Solution, SolverError, solve
 
 __version__ = "0.1.0"
 
 __all__ = ["SumOfNorms", "SquaredPenalty", "Reduced", "global_model", "local_models", "oracle",
            "from_paper_lambda", "to_paper_lambda", "solve", "Solution", "SolverError",
+           "NonUniqueWarning",
            "losses", "graphs", "problems", "certificates", "clusters", "datasets", "solvers",
            "bounds", "son_path", "path", "plotting", "estimators", "ConvexClustering",
            "SumOfNormsRegressor", "SumOfNormsClassifier"]

@@ -51,6 +51,7 @@ __all__ = [
     "Poisson",
     "Quadratic",
     "SquaredHinge",
+    "uniqueness_caveat",
 ]
 
 
@@ -162,6 +163,31 @@ class Loss:
         """Strong convexity constants ``μ_i`` (0 when not strongly convex), shape (N,)."""
         raise NotImplementedError
 
+    def strictly_convex_at(self, X) -> np.ndarray:
+        r"""Whether each ``f_i`` is strictly convex on a neighbourhood of ``x_i``, shape (N,).
+
+        The test is on the Hessian: ``∇²f_i`` is positive definite near ``x_i`` (smallest
+        eigenvalue above ``1e-10`` times the largest), counting only the samples whose
+        curvature ``φ''`` stays positive near ``x_i`` — a squared-hinge sample on or past its
+        margin and a Huber sample in its linear part count as flat.
+
+        If it holds for every user at a solution ``X`` of (SON) (or of (4); for (RED), of the
+        aggregated loss at the centroids), ``X`` is the **only** solution: the solution set is
+        convex and the objective is strictly convex near ``X``. This is Remark 1 of Armacki
+        et al. (strictly convex ``f_i`` ⇒ a unique solution, hence a well-defined cluster
+        structure) in local form. Where it fails, (SON) may have other solutions with other
+        partitions (``theory_checks.armacki.remark1`` exhibits one): least squares with fewer
+        samples than features, a squared-hinge user whose samples are all past the margin.
+        """
+        X = check_matrix_rows(X, self.n_users, self.dim)
+        H = self._hessians_near(X)
+        eig = np.linalg.eigvalsh(H)
+        return eig[:, 0] > 1e-10 * np.maximum(eig[:, -1], np.finfo(float).tiny)
+
+    def _hessians_near(self, X) -> np.ndarray:
+        """The users' Hessians at ``X`` with kinked samples counted as flat, (N, d, d)."""
+        raise NotImplementedError
+
     # -- standard units --------------------------------------------------------------
     _standard = False  # True for a loss in standard units (and for its aggregates)
 
@@ -239,6 +265,9 @@ class Quadratic(Loss):
     @cached_property
     def strong_convexity(self):
         return self.coef.copy()
+
+    def _hessians_near(self, X):
+        return self.coef[:, None, None] * np.eye(self.dim)
 
     def aggregate(self, partition):
         labels = check_partition(partition, self.n_users)
@@ -369,6 +398,19 @@ class _GLM(Loss):
     def strong_convexity(self):
         return self.ridge.min(axis=1)
 
+    def _hessians_near(self, X):
+        users = np.repeat(np.arange(self.n_users), self.n_samples)
+        t = np.einsum("jk,jk->j", self.F, X[users])
+        Fw = self.F * (self.coef * self._curvature_near(t))[:, None]
+        H = np.zeros((self.n_users, self.dim, self.dim))
+        np.add.at(H, users, Fw[:, :, None] * self.F[:, None, :])
+        H[:, np.arange(self.dim), np.arange(self.dim)] += self.ridge
+        return H
+
+    def _curvature_near(self, t) -> np.ndarray:
+        """``φ''`` of every sample at ``t = ⟨a_j, x⟩``, 0 where it is 0 arbitrarily near."""
+        raise NotImplementedError
+
     def aggregate(self, partition):
         labels = check_partition(partition, self.n_users)
         k = labels.max() + 1
@@ -427,6 +469,9 @@ class LeastSquares(_GLM):
         G[:, np.arange(self.dim), np.arange(self.dim)] += self.ridge
         return np.maximum(np.linalg.eigvalsh(G)[:, 0], 0.0)
 
+    def _curvature_near(self, t):
+        return np.ones_like(t)
+
     def _cvxpy_phi(self, t):
         import cvxpy as cp
         return 0.5 * cp.square(t - self.y)
@@ -441,6 +486,10 @@ class Logistic(_GLM):
     name = "logistic"
     code = K.LOGISTIC
     labels_pm1 = True
+
+    def _curvature_near(self, t):
+        s = 0.5 * (1.0 + np.tanh(0.5 * self.y * t))
+        return s * (1.0 - s)
 
     def _cvxpy_phi(self, t):
         import cvxpy as cp
@@ -482,6 +531,9 @@ class SquaredHinge(_GLM):
             raise ValueError(f"A: expected {self.dim - 1} columns (features), got {A.shape[1]}")
         return A @ x[:-1] - x[-1]
 
+    def _curvature_near(self, t):
+        return np.where(1.0 - self.y * t > _KINK, 2.0, 0.0)
+
     def _cvxpy_phi(self, t):
         import cvxpy as cp
         return cp.square(cp.pos(1 - cp.multiply(self.y, t)))
@@ -498,6 +550,9 @@ class Huber(_GLM):
 
     def _delta(self, delta: float = 1.0):
         return as_scalar(delta, "delta", low=0.0, low_inclusive=False)
+
+    def _curvature_near(self, t):
+        return np.where(np.abs(t - self.y) < self.delta * (1.0 - _KINK), 1.0, 0.0)
 
     def _cvxpy_phi(self, t):
         import cvxpy as cp
@@ -518,9 +573,28 @@ class Poisson(_GLM):
         if np.any(y < 0):
             raise ValueError("y: Poisson counts must be >= 0")
 
+    def _curvature_near(self, t):
+        return np.exp(t)
+
     def _cvxpy_phi(self, t):
         import cvxpy as cp
         return cp.exp(t) - cp.multiply(self.y, t)
+
+
+_KINK = 1e-7  # a sample this close to the squared hinge's or Huber's kink counts as flat
+
+
+def uniqueness_caveat(loss: Loss, X) -> str:
+    """``""`` when :meth:`Loss.strictly_convex_at` certifies that the solution ``X`` is the
+    only one; otherwise a sentence saying which users' ``f_i`` are flat near it."""
+    flat = np.flatnonzero(~loss.strictly_convex_at(X))
+    if flat.size == 0:
+        return ""
+    shown = ", ".join(map(str, flat[:8].tolist())) + (", ..." if flat.size > 8 else "")
+    return (f"the solution is not certified unique: f_i is not strictly convex near it for "
+            f"{flat.size} of {loss.n_users} users ({shown}), so other solutions, with other "
+            "cluster structures, may exist (Armacki et al., Remark 1); more samples per user "
+            "or a ridge c > 0 restores uniqueness")
 
 
 def _positive(scale: float) -> float:

@@ -132,3 +132,32 @@ def test_users_are_sorted_group_labels_and_weights_scale_terms():
     same = cfl.losses.LeastSquares.from_users([X[[1, 3]], X[[0, 2]]], [y[[1, 3]], y[[0, 2]]],
                                               sample_weights=[[2, 4], [1, 3]])
     np.testing.assert_allclose(same.values(x), loss.values(x))
+
+
+def test_strictly_convex_at_flags_exactly_the_flat_users():
+    """Remark 1's hypothesis, tested locally: the Hessian near x_i, kinks counted as flat."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 3))
+    g = np.repeat(np.arange(4), 5)
+    at = np.zeros((4, 3))
+    ls = cfl.losses.LeastSquares.from_groups(X, rng.standard_normal(20), g)
+    assert ls.strictly_convex_at(at).all()                           # 5 samples, 3 features
+    two = cfl.losses.LeastSquares.from_groups(X[:8], rng.standard_normal(8),
+                                              np.repeat(np.arange(4), 2))
+    assert not two.strictly_convex_at(at).any()                      # 2 samples, 3 features
+    y = np.where(rng.uniform(size=20) < 0.5, -1.0, 1.0)
+    logit = cfl.losses.Logistic.from_groups(X, y, g)                 # no ridge, full rank
+    assert logit.strictly_convex_at(at).all() and not logit.strong_convexity.any()
+    flat = X.copy()
+    flat[:5, 2] = 0.0                                                # user 0 never sees x_3
+    assert cfl.losses.Logistic.from_groups(flat, y, g).strictly_convex_at(at).tolist() == \
+        [False, True, True, True]
+    # squared hinge (ridge on w only): flat along b where every sample is past the margin
+    hinge = cfl.losses.SquaredHinge.from_groups(X, np.ones(20), g, c=0.1)
+    assert hinge.strictly_convex_at(np.zeros((4, 4))).all()          # every sample active
+    assert not hinge.strictly_convex_at(np.tile([0, 0, 0, -5.0], (4, 1))).any()
+    huber = cfl.losses.Huber.from_groups(X, X[:, 0], g, delta=0.5)
+    e1 = np.tile([1.0, 0, 0], (4, 1))
+    assert huber.strictly_convex_at(e1).all()                        # every residual 0
+    assert not huber.strictly_convex_at(100 * e1).any()              # every residual linear
+    assert cfl.losses.Quadratic(X).strictly_convex_at(X).all()

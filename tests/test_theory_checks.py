@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import convexfl as cfl
@@ -67,3 +68,71 @@ def test_unknown_id_is_a_clear_error():
     proc = subprocess.run([sys.executable, "-m", "theory_checks", "--only", "nope"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown check id" in proc.stderr
+
+
+def test_remark1_uniqueness_measure_separates_claim_and_control():
+    """The same measurement: a strictly convex instance's near-optimal set shrinks ~10× per
+    100× in slack; the two controls' (flat user, fewer samples than features) do not."""
+    from theory_checks._common import rng_for
+    from theory_checks.armacki import remark1 as r1
+
+    strict = r1.check(r1._strict_instance(rng_for(0, 6, 1), "poisson"))
+    assert strict["unique"] and strict["strictly_convex"] and not strict["warned"]
+    free, groups = r1.free_user_instance(rng_for(0, 66))
+    few = r1.few_samples_instance(rng_for(0, 67))
+    for prob in (free, few):
+        r = r1.check(prob)
+        assert np.isfinite(r["shrink"]) and not r["unique"], r["shrink"]
+        assert r["warned"] and not r["strictly_convex"]
+
+
+def test_remark1_control_has_two_certified_solutions_with_different_partitions():
+    """Remark 1 bites: a user flat along the line between two equal groups may sit anywhere
+    on the segment; the partition certificate then recovers two partitions at one λ, so it
+    may not call either 'exact'."""
+    from theory_checks._common import rng_for
+    from theory_checks.armacki import remark1 as r1
+
+    prob, groups = r1.free_user_instance(rng_for(0, 66))
+    with pytest.warns(cfl.NonUniqueWarning, match="Remark 1"):
+        X = cfl.solve(prob, tol=1e-10).X
+    pair = r1.free_user_solutions(prob, X, groups)
+    assert max(pair["kkt"]) < 1e-8 and pair["objective_spread"] <= 1e-12
+    assert pair["distance"] > 1.0 and pair["n_clusters"] == [2, 3, 2]
+    assert pair["certificate_recovers"] == [True, True]
+    assert pair["certificate_kinds"] == ["estimate", "estimate"]
+    labels = np.r_[np.zeros(3, int), np.ones(4, int)]
+    rec = cfl.bounds.recovery_interval(prob, labels, compare=False, n_grid=8)
+    assert rec.kind == "estimate" and "not certified unique" in rec.note
+
+
+def test_squared_penalty_closed_form_holds_and_its_son_control_fails():
+    from theory_checks.armacki import squared_penalty as sq
+
+    A = np.random.default_rng(3).standard_normal((6, 2))
+    gammas = np.geomspace(1e-2, 1e4, 5)
+    r = sq.check(A, gammas)
+    assert sq._holds(r) and r["max_rel_error"] < 1e-8
+    assert r["tail_slope"] == pytest.approx(r["closed_form_tail_slope"], abs=1e-6)
+    c = sq.check(A, gammas, penalty="sum_of_norms")
+    assert not sq._holds(c) and c["distance"][-1] < 1e-12 and np.isnan(c["tail_slope"])
+
+
+def test_thm3_holds_with_unequal_sizes_and_is_void_with_unequal_weights():
+    from theory_checks._common import rng_for
+    from theory_checks.armacki import thm3
+
+    A, truth = thm3.planted_unequal(rng_for(0, 3, 1))
+    assert len(set(np.bincount(truth))) > 1
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(len(A)), 0.0)
+    assert thm3.check(prob, truth)["recovered"]
+    w = thm3._weighted_row(rng_for(0, 34, 0), within=False)
+    assert w["t3_empty"] and not w["exact_empty"]
+
+
+def test_pdmm_control_diverges_at_the_clustered_lambda():
+    from theory_checks.armacki import pdmm_rate as pr
+
+    prob, _ = pr.appc_problem(0)
+    clustered = prob.with_lam(pr.CLUSTERED * cfl.bounds.fusion_threshold(prob).value)
+    assert pr.check(clustered, 200, tau=3.0)["diverged"]

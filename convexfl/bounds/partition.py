@@ -60,13 +60,15 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
         \quad (i∈C_k)
 
     has ``ρ_k(λ) ≤ λ`` (``r_kl = (w_k* − w_l*)/‖w_k* − w_l*‖``). Each ρ_k is a small SOCP
-    (Clarabel). With strictly convex ``f_i`` this decides exact recovery of the partition.
+    (Clarabel). When the clustered solution is the only one — every ``f_i`` strictly convex
+    near it (:meth:`convexfl.losses.Loss.strictly_convex_at`; Remark 1) — this decides exact
+    recovery of the partition; otherwise another solution may have another partition.
 
     Returns
     -------
     PartitionCertificate
-        kind ``"exact"`` when the (RED) solution is certified (``inputs["red_kkt_residual"]``),
-        else ``"estimate"`` with the reason in the note.
+        kind ``"exact"`` when the (RED) solution is certified (``inputs["red_kkt_residual"]``)
+        and the (SON) solution unique, else ``"estimate"`` with the reason in the note.
     """
     probe = _probe or _Probe(prob, partition, method=method, solver_options=solver_options)
     lam = _lam_arg(prob, lam)
@@ -80,7 +82,7 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
                        " (they split)")
     rho_max = float(np.nanmax(rec["rho"])) if np.any(~np.isnan(rec["rho"])) else math.nan
     return PartitionCertificate(
-        "partition_certificate", _kind(rec), rho_max, rho_max,
+        "partition_certificate", "estimate" if rec["caveat"] else _kind(rec), rho_max, rho_max,
         inputs={"lam": lam, "rho": rec["rho"], "margins": lam - rec["rho"],
                 "distinct": rec["distinct"], "recovered": rec["recovered"],
                 "min_centroid_distance": rec["min_centroid_distance"],
@@ -88,5 +90,6 @@ def partition_certificate(prob: SumOfNorms, partition, lam: float | None = None,
                 "balance_residual": rec["balance_residual"], "sizes": probe.sizes,
                 "reasons": reasons},
         note=("recovered" if rec["recovered"] else "not recovered: " + "; ".join(reasons))
-        + _red_note(rec), lam=lam, rho=rec["rho"], distinct=rec["distinct"],
+        + _red_note(rec) + (f" [estimate: {rec['caveat']}]" if rec["caveat"] else ""),
+        lam=lam, rho=rec["rho"], distinct=rec["distinct"],
         recovered=rec["recovered"], W=rec["W"])

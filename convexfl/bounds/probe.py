@@ -17,6 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist, pdist
 
 from .._validation import check_partition
+from ..losses import uniqueness_caveat
 from ..problems import Reduced
 from ..units import standardise
 from ._base import _check_son, _common_grads, _pairwise_max
@@ -204,6 +205,7 @@ class _Probe:
             rec["lam"] = lam
             rec["min_centroid_distance"] = float(dist.min()) if dist.size else math.inf
             rec["G"] = self.loss.grad(W[self.labels])
+            rec["caveat"] = uniqueness_caveat(self.loss, W[self.labels])  # Remark 1
             self._cache[lam] = rec
         if theorems and "thm1" not in rec:
             self._theorems(rec)

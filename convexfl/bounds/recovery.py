@@ -39,7 +39,8 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
                       compare: bool = True, n_check: int = 4, method: str = "cvxpy",
                       solver_options=None) -> Bound:
     r"""The exact λ-interval on which ``partition`` is the cluster structure of the (SON)
-    solution, for any loss and graph (strictly convex ``f_i`` for uniqueness).
+    solution, for any loss and graph; ``"estimate"`` where the solution inside it is not
+    certified unique (some ``f_i`` not strictly convex near it; Remark 1).
 
     Recovery at λ is decided exactly by :func:`partition_certificate`: the (RED) centroids
     are distinct (condition D) and ``ρ_k(λ) ≤ λ`` for every cluster (condition F). Both
@@ -142,6 +143,10 @@ def recovery_interval(prob: SumOfNorms, partition, *, n_grid: int = 16, rtol: fl
         kind = "estimate"
         note = "NOT monotone: " + "; ".join(info["violations"]) + \
             " — the interval returned is where the conditions first switch"
+    caveat = next((r["caveat"] for r in probe._cache.values()  # Remark 1, inside [lo, hi)
+                   if r["caveat"] and lo <= r["lam"] * probe.units.grad < hi), "")
+    if caveat:
+        kind, note = "estimate", f"estimate: {caveat}; " + note
     info.update(checks=checks, n_red_solves=probe.n_solves,
                 monotone_checked=not info["violations"])
     return Bound("recovery_interval", kind, lo, hi, inputs=info, related=related, note=note)

@@ -39,11 +39,16 @@ their numba kernels on first use (cached on disk afterwards), never at import.
 
 from __future__ import annotations
 
+import warnings
+
+from ..losses import uniqueness_caveat
+from ..problems import Reduced
 from ..units import options_to, standardise
-from .base import IncompatibleLossError, Solution, SolverError
+from .base import IncompatibleLossError, NonUniqueWarning, Solution, SolverError
 from .reference import solve_reference
 
-__all__ = ["solve", "Solution", "SolverError", "IncompatibleLossError", "METHODS"]
+__all__ = ["solve", "Solution", "SolverError", "IncompatibleLossError", "NonUniqueWarning",
+           "METHODS"]
 
 
 def _admm(prob, **options):
@@ -96,6 +101,12 @@ def solve(prob, method: str = "auto", **options) -> Solution:
     Returns
     -------
     Solution
+
+    Warns
+    -----
+    NonUniqueWarning
+        When the solution is certified but some ``f_i`` is not strictly convex near it: it
+        may not be the only solution (:meth:`convexfl.losses.Loss.strictly_convex_at`).
     """
     try:
         fn = METHODS[method]
@@ -103,6 +114,19 @@ def solve(prob, method: str = "auto", **options) -> Solution:
         raise ValueError(f"method: expected one of {sorted(METHODS)}, got {method!r}") from None
     units, std = standardise(prob)
     if units is None or units.is_identity:
-        return fn(prob, **options)
-    sol = fn(std, **options_to(units, prob, options))
-    return units.solution_from(sol, prob)
+        sol = fn(prob, **options)
+    else:
+        sol = units.solution_from(fn(std, **options_to(units, prob, options)), prob)
+    _warn_if_not_unique(prob, sol)
+    return sol
+
+
+def _warn_if_not_unique(prob, sol):
+    if not sol.converged:
+        return
+    loss, X = prob.loss, sol.X
+    if isinstance(prob, Reduced) and "W" in sol.history:  # uniqueness of the centroids
+        loss, X = prob.inner.loss, sol.history["W"]
+    caveat = uniqueness_caveat(loss, X)
+    if caveat:
+        warnings.warn(caveat, NonUniqueWarning, stacklevel=3)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..certificates import Certificate
 
-__all__ = ["IncompatibleLossError", "Solution", "SolverError"]
+__all__ = ["IncompatibleLossError", "NonUniqueWarning", "Solution", "SolverError"]
 
 
 class SolverError(RuntimeError):
@@ -17,6 +17,12 @@ class SolverError(RuntimeError):
 
 class IncompatibleLossError(TypeError):
     """A solver was given a loss it cannot handle (the message says what it needs)."""
+
+
+class NonUniqueWarning(UserWarning):
+    """A certified solution that may not be the only one: some ``f_i`` is not strictly
+    convex near it (:meth:`convexfl.losses.Loss.strictly_convex_at`), so another solution,
+    with another cluster structure, may exist (Armacki et al., Remark 1)."""
 
 
 @dataclass
