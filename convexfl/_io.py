@@ -242,15 +242,15 @@ def read_partition(path, n_users: int) -> np.ndarray:
     return check_partition(lab, n_users, "partition")
 
 
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and
-    ``os.replace`` (creating the folder if needed)."""
+def atomic_write(path, write, *, binary: bool = False) -> None:
+    """Call ``write(fh)`` on a temporary file in ``path``'s folder, then ``os.replace`` it
+    onto ``path``: a reader never sees half a file, and a failed write or rename leaves
+    neither the temporary file nor a damaged ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -258,3 +258,9 @@ def atomic_write_text(path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    """:func:`atomic_write` of ``text``, creating the folder if needed."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda fh: fh.write(text))

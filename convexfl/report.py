@@ -57,11 +57,7 @@ def needed_extras(only=None) -> list:
 
 
 def _atomic_json(path: Path, data) -> None:
-    _atomic_text(path, json.dumps(data, indent=2, default=_jsonable))
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    atomic_write_text(path, text)
+    atomic_write_text(path, json.dumps(data, indent=2, default=_jsonable))
 
 
 def _finished(path: Path, quick: bool):
@@ -144,7 +140,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     finally:
         _PROGRESS.reset(token)
     _atomic_json(out / "report.json", {"quick": quick, "sections": list(done.values())})
-    _atomic_text(out / "report.html", _html(list(done.values())))
+    atomic_write_text(out / "report.html", _html(list(done.values())))
     return out / "report.html"
 
 

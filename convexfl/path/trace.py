@@ -1,0 +1,292 @@
+"""Tracing a path: the default λ grid and :func:`son_path` (warm starts, checkpoints, λ̂)."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import os
+import time
+import warnings
+
+import numpy as np
+
+from .._validation import as_float_array, as_int, as_scalar
+from ..bounds import fusion_threshold
+from ..problems import SumOfNorms
+from .result import SolutionPath
+from .store import _base, _check_checkpoint, _finished, _load_path
+
+
+def default_grid(prob: SumOfNorms, n_lambdas: int = 30, *, lam_min_ratio: float = 1e-3,
+                 include_zero: bool = True):
+    """``[0,] λ̂·geomspace(lam_min_ratio, 1, n)``: a geometric grid ending at the exact fusion
+    threshold λ̂ (:func:`convexfl.bounds.fusion_threshold`).
+
+    Returns
+    -------
+    grid : ndarray
+    fusion : Bound
+        λ̂ with its provenance (for a disconnected graph the grid ends at the λ above which
+        every component is fused).
+    """
+
+    n_lambdas = as_int(n_lambdas, "n_lambdas", low=2)
+    lam_min_ratio = as_scalar(lam_min_ratio, "lam_min_ratio", low=0.0, low_inclusive=False,
+                              high=1.0)
+    fb = fusion_threshold(prob)
+    top = fb.value if np.isfinite(fb.value) else float(fb.inputs["per_component"])
+    n_geo = n_lambdas - 1 if include_zero else n_lambdas
+    if top <= 0:
+        grid = np.zeros(1)
+    else:
+        grid = np.geomspace(top * lam_min_ratio, top, n_geo)
+        if include_zero:
+            grid = np.r_[0.0, grid]
+    return grid, fb
+
+
+def _fingerprint(prob: SumOfNorms, method: str, options: dict) -> str:
+    h = hashlib.sha256()
+    for arr in prob.loss.arrays[1:]:
+        h.update(np.ascontiguousarray(arr).tobytes() if isinstance(arr, np.ndarray)
+                 else repr(arr).encode())
+    h.update(str(prob.loss.arrays[0]).encode())
+    h.update(type(prob.loss).__name__.encode())
+    h.update(np.ascontiguousarray(prob.graph.edges).tobytes())
+    h.update(np.ascontiguousarray(prob.graph.weights).tobytes())
+    h.update(method.encode())
+    h.update(repr(sorted((k, repr(v)) for k, v in options.items())).encode())
+    return h.hexdigest()[:24]
+
+
+def _warm_kwargs(fn, prev, X_last, flows_last) -> dict:
+    """The warm-start keywords for ``fn``: ``warm_start=`` a previous Solution, else ``X0=``
+    (and ``flows0=``), as far as its signature shows them. A method that only has
+    ``**options`` (e.g. a lazy wrapper) is offered ``warm_start=`` (or ``X0``/``flows0`` on a
+    resume); :func:`son_path` drops them if the method refuses them."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    open_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if prev is not None and ("warm_start" in params or open_kw):
+        return {"warm_start": prev}
+    out = {}
+    X = prev.X if prev is not None else X_last
+    flows = prev.flows if prev is not None else flows_last
+    if X is not None and ("X0" in params or open_kw):
+        out["X0"] = X
+    if flows is not None and ("flows0" in params or open_kw):
+        out["flows0"] = flows
+    return out
+
+
+def _solve_warm(solve, prob, method, opts, warm, meta):
+    """``solve`` with the warm-start keywords; if the method refuses them (a TypeError that
+    names one), solve cold and note it. Returns ``(solution, warm_ok)``."""
+    try:
+        return solve(prob, method=method, **opts, **warm), True
+    except TypeError as exc:
+        if not warm or not any(k in str(exc) for k in warm):
+            raise
+        meta["notes"].append(f"method {method!r} does not accept {sorted(warm)}: solved "
+                             "without warm starts")
+        return solve(prob, method=method, **opts), False
+
+
+def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas: int = 30,
+             lam_min_ratio: float = 1e-3, include_zero: bool = True, warm_start: bool = True,
+             fuse_tol: float | None = None, checkpoint=None, progress: bool | None = None,
+             **solver_options) -> SolutionPath:
+    r"""Warm-started solution path of (SON) over a grid of λ (SON convention).
+
+    .. math::
+
+        X^*(λ) = \arg\min_X \sum_i f_i(x_i) + λ \sum_{(i,j)∈E} w_{ij}\|x_i - x_j\| .
+
+    Parameters
+    ----------
+    prob : SumOfNorms
+        The loss and graph (its own λ is ignored).
+    lambdas : array, optional
+        λ ≥ 0 (sorted increasingly, duplicates dropped). Default: :func:`default_grid`
+        (``0`` then ``n_lambdas − 1`` geometric points ending at the exact λ̂).
+    method : str
+        Any :data:`convexfl.solvers.METHODS` key (default ``"auto"``; ``"cvxpy"`` is the
+        slow reference cross-check); ``solver_options`` are passed through.
+    warm_start : bool
+        Start each solve from the previous one when the method accepts ``warm_start=``
+        (a Solution) or ``X0=``/``flows0=`` (checked with :func:`inspect.signature`).
+    fuse_tol : float, optional
+        Fusion distance for the clusters (default: each solution's own ``fuse_tol``).
+    checkpoint : path-like, optional
+        ``<checkpoint>.npz`` / ``.json`` are rewritten atomically after every finished λ
+        (a corrupt or foreign pair is refused with an error naming it; a record whose
+        models, objective or residual are not finite is recomputed, with a warning);
+        if they exist (same problem, method, options and grid) the path resumes after the
+        last finished λ without redoing it.
+    progress : bool, optional
+        A tqdm progress bar (default: when there are more than 20 λ).
+
+    Returns
+    -------
+    SolutionPath
+        Its ``meta["notes"]`` say when the cluster count is not monotone (a
+        ``UserWarning`` is also issued) or a solve did not converge.
+    """
+    from ..solvers import METHODS, solve
+
+    if not isinstance(prob, SumOfNorms):
+        raise TypeError(f"prob: expected a SumOfNorms problem, got {type(prob).__name__}")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {sorted(METHODS)}, got {method!r}")
+    if fuse_tol is not None:
+        fuse_tol = as_scalar(fuse_tol, "fuse_tol", low=0.0)
+    fusion = None
+    if lambdas is None:
+        grid, fusion = default_grid(prob, n_lambdas, lam_min_ratio=lam_min_ratio,
+                                    include_zero=include_zero)
+    else:
+        grid = np.unique(as_float_array(lambdas, "lambdas", ndim=1))
+        if grid[0] < 0:
+            raise ValueError(f"lambdas: must be >= 0, got {grid[0]}")
+    if fusion is None:
+        try:
+            fusion = fusion_threshold(prob)
+        except Exception as exc:  # noqa: BLE001 - λ̂ is optional when the grid is given
+            warnings.warn(f"son_path: the fusion threshold could not be computed ({exc})",
+                          UserWarning, stacklevel=2)
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint)
+    fp = _fingerprint(prob, method, solver_options)
+    done = None
+    if checkpoint is not None and os.path.exists(_base(checkpoint) + ".npz"):
+        done = _load_path(SolutionPath, checkpoint, "checkpoint")
+        if done.meta.get("fingerprint") != fp:
+            raise ValueError(f"checkpoint: {_base(checkpoint)} belongs to another problem, "
+                             "method or solver options (fingerprint mismatch); remove it or "
+                             "choose another name")
+        if done.grid is None or len(done.grid) != len(grid) or \
+                not np.allclose(done.grid, grid, rtol=1e-12, atol=0):
+            raise ValueError(f"checkpoint: {_base(checkpoint)} was computed on another λ grid")
+    n, d = prob.n_users, prob.dim
+    R = len(grid)
+    lam_hat = math.nan
+    if fusion is not None:
+        lam_hat = fusion.value
+    elif done is not None:
+        lam_hat = done.lam_hat
+    meta = {"fingerprint": fp, "solver_options": {k: repr(v) for k, v in
+                                                  solver_options.items()},
+            "n_users": n, "dim": d, "loss": type(prob.loss).__name__,
+            "graph": prob.graph.kind, "warm_start": bool(warm_start), "notes": []}
+    if fusion is not None:
+        meta["fusion_threshold"] = fusion.to_dict()
+    cols = {"X": np.zeros((R, n, d)), "labels": np.zeros((R, n), np.int64),
+            "n_clusters": np.zeros(R, np.int64), "objective": np.zeros(R),
+            "kkt_residual": np.zeros(R), "n_iter": np.zeros(R, np.int64),
+            "time_s": np.zeros(R), "converged": np.zeros(R, bool), "fuse_tol": np.zeros(R)}
+    start = 0
+    X_last = flows_last = None
+    if done is not None:
+        start = _finished(done)
+        if start < len(done):
+            warnings.warn(f"checkpoint: {_base(checkpoint)}.npz holds a non-finite record at "
+                          f"λ = {done.lambdas[start]:.6g}; it and the {len(done) - start - 1} "
+                          "after it are recomputed", UserWarning, stacklevel=2)
+        for name in cols:
+            cols[name][:start] = getattr(done, name)[:start]
+        meta["notes"] = list(done.meta.get("notes", []))
+        meta["resumed_at"] = start
+        if start:
+            X_last = done.X[start - 1]
+            flows_last = done.meta.get("_last_flows") if start == len(done) else None
+    fn = METHODS[method]
+    show = (R > 20) if progress is None else bool(progress)
+    from tqdm.auto import tqdm
+
+    def snapshot(r_done, flows):
+        sp = SolutionPath(lambdas=grid[:r_done].copy(),
+                          **{k: v[:r_done].copy() for k, v in cols.items()},
+                          method=method, grid=grid, lam_hat=lam_hat, meta=dict(meta))
+        if flows is not None:
+            sp.meta["_last_flows"] = flows
+        return sp
+
+    prev = None
+    bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
+    try:
+        for r in range(start, R):
+            lam = float(grid[r])
+            warm = _warm_kwargs(fn, prev, X_last, flows_last) if warm_start else {}
+            t0 = time.perf_counter()
+            sol, accepted = _solve_warm(solve, prob.with_lam(lam), method, solver_options,
+                                        warm, meta)
+            warm_start = warm_start and accepted
+            wall = time.perf_counter() - t0
+            tol_r = sol.fuse_tol if fuse_tol is None else fuse_tol
+            lab = sol.labels(tol_r)
+            if (fusion is not None and np.isfinite(lam_hat) and lam >= lam_hat and
+                    (lab.max() > 0 or not sol.converged)):
+                sol, lab = _fused_candidate(prob, lam, fusion, sol, tol_r, meta)
+            cols["X"][r] = sol.X
+            cols["labels"][r] = lab
+            cols["n_clusters"][r] = int(lab.max()) + 1
+            cols["objective"][r] = sol.objective
+            cols["kkt_residual"][r] = sol.kkt_residual
+            cols["n_iter"][r] = sol.n_iter
+            cols["time_s"][r] = sol.time_s if sol.time_s else wall
+            cols["converged"][r] = sol.converged
+            cols["fuse_tol"][r] = tol_r
+            if not sol.converged:
+                meta["notes"].append(f"λ = {lam:.6g}: not converged ({sol.message})")
+            prev, X_last, flows_last = sol, sol.X, sol.flows
+            if checkpoint is not None:
+                snapshot(r + 1, sol.flows).save(checkpoint)
+            bar.update(1)
+            bar.set_postfix(clusters=int(cols["n_clusters"][r]))
+    finally:
+        bar.close()
+    path = snapshot(R, None)
+    path.meta.pop("_last_flows", None)
+    if not path.monotone:
+        ev = path.splits[0]
+        msg = (f"the cluster structure is not monotone along the path: a cluster splits "
+               f"between λ = {ev['lam_lo']:.6g} and {ev['lam_hi']:.6g} "
+               f"({len(path.splits)} split event(s)); possible with general weights, or a sign "
+               "that fuse_tol is too loose for the solver's accuracy")
+        if msg not in path.meta["notes"]:
+            path.meta["notes"].append(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    if np.isfinite(lam_hat) and grid[-1] >= lam_hat and path.n_clusters[-1] != 1 and \
+            prob.graph.is_connected:
+        path.meta["notes"].append(f"the last λ ≥ λ̂ = {lam_hat:.6g} but the solution has "
+                                  f"{int(path.n_clusters[-1])} clusters at fuse_tol: solver "
+                                  "accuracy")
+    if checkpoint is not None:
+        path.save(checkpoint)
+    return path
+
+
+def _fused_candidate(prob, lam, fusion, sol, tol, meta):
+    """At λ ≥ λ̂ the fused ``X = 1 y*ᵀ`` is optimal; interior-point iterates near λ̂ are not
+    quite fused (λ̂ is a degenerate point). Certify the fused candidate with the optimal flow
+    of the λ̂ SOCP as the certificate's starting flow, and keep it when its certified KKT
+    residual is not worse than the solver's."""
+    from dataclasses import replace
+
+    from ..certificates import kkt_residual
+
+    X = np.tile(np.asarray(fusion.inputs["y_star"], float), (prob.n_users, 1))
+    p = prob.with_lam(lam)
+    cert = kkt_residual(p, X, fuse_tol=tol, flows=fusion.inputs.get("_flow"))
+    if cert.kkt_residual > max(sol.kkt_residual, sol.kkt_tol):
+        return sol, sol.labels(tol)
+    meta["notes"].append(f"λ = {lam:.6g} ≥ λ̂: the solver's iterate was not fused "
+                         f"(KKT {sol.kkt_residual:.2e}); the fused global model is certified "
+                         f"instead (KKT {cert.kkt_residual:.2e})")
+    new = replace(sol, X=X, objective=cert.objective, kkt_residual=cert.kkt_residual,
+                  converged=cert.kkt_residual <= sol.kkt_tol, certificate=cert,
+                  message="fused global model, certified (λ ≥ λ̂)")
+    return new, np.zeros(prob.n_users, dtype=np.int64)
