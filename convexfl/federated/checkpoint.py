@@ -28,10 +28,10 @@ Warning: checkpoints are pickles. Load only files you wrote yourself.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
-import tempfile
+
+from .._io import atomic_write
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
 
@@ -53,18 +53,7 @@ def save_checkpoint(path, content):
     data = pickle.dumps(
         {"format": FORMAT, "version": VERSION, **content}, protocol=pickle.HIGHEST_PROTOCOL
     )
-    directory, base = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda fh: fh.write(data), binary=True)
 
 
 def load_checkpoint(path):
