@@ -50,3 +50,21 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def finish(fig, ax, path, *, xlabel: str, ylabel: str | None = None, title: str,
+           legend=None, **legend_options) -> None:
+    """Label ``ax``, draw its legend (font size ``legend``; ``None``: no legend) with each
+    label once, save ``fig`` as a PNG at ``path`` and close it: the last lines of every
+    check's figure."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend is not None:
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.legend(unique.values(), unique.keys(), fontsize=legend, **legend_options)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)

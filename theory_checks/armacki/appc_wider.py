@@ -8,7 +8,7 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, planted_quadratic, pyplot, rng_for, son
+from .._common import figure_path, finish, planted_quadratic, pyplot, rng_for, son
 from ..registry import Control, outcome, register, verdict
 from .thm1 import save_instance
 
@@ -174,11 +174,5 @@ def _plot(results, ctrl, path):
     ax.set_xscale("log")
     ax.set_yticks(range(len(items)))
     ax.set_yticklabels([n for n, _ in items], fontsize=7)
-    ax.set_xlabel("λ / (upper end of the exact interval)")
-    ax.set_title("Exact recovery interval vs the theorems' intervals")
-    handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles, strict=True))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="λ / (upper end of the exact interval)",
+           title="Exact recovery interval vs the theorems' intervals", legend=7, loc="lower left")

@@ -10,7 +10,7 @@ import numpy as np
 import convexfl as cfl
 from convexfl.certificates import kkt_residual
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register, verdict
 from .thm1 import planted_instance, save_instance
 
@@ -189,10 +189,5 @@ def _plot(rows, path):
     ax.axvline(1.0, color="#999", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("λ / λ̂")
-    ax.set_ylabel("certified KKT lower bound of the fused point")
-    ax.set_title("Consensus: the fused point is optimal exactly for λ ≥ λ̂")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="λ / λ̂", ylabel="certified KKT lower bound of the fused point",
+           title="Consensus: the fused point is optimal exactly for λ ≥ λ̂", legend=7)

@@ -9,7 +9,7 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register, verdict
 from .thm1 import planted_instance, save_instance
 
@@ -164,11 +164,5 @@ def _plot(rows, est, path):
     ax.set_ylim(-0.6, len(rows) - 0.2)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([k for k, *_ in rows], fontsize=7)
-    ax.set_xlabel("λ (SON convention)")
-    ax.set_title("(23)/(24) inside the exact recovery interval")
-    handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles, strict=True))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="λ (SON convention)",
+           title="(23)/(24) inside the exact recovery interval", legend=7, loc="lower left")

@@ -26,7 +26,7 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, pyplot, save_counterexample
+from .._common import figure_path, finish, pyplot, save_counterexample
 from ..registry import Control, outcome, register
 
 ID = "armacki.pdmm_rate"
@@ -329,10 +329,5 @@ def _plot(r, c, rk, path):
     cg = np.where(np.isfinite(c["gap_last"]), c["gap_last"], np.nan)
     ax.loglog(c["t"], np.clip(cg, 1e-16, 1e6), color="#cf222e", lw=1.2,
               label="control τ = 3 (clipped at 1e6)")
-    ax.set_xlabel("iteration t")
-    ax.set_ylabel("F − F* (SON convention)")
-    ax.set_title("PDMM on the App. C data (paper Fig. 5): fused λ and 3 clusters")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="iteration t", ylabel="F − F* (SON convention)",
+           title="PDMM on the App. C data (paper Fig. 5): fused λ and 3 clusters", legend=7)

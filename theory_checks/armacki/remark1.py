@@ -22,7 +22,7 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register
 
 ID = "armacki.remark1"
@@ -277,11 +277,8 @@ def _plot(rows, rf, rn, path):
               label="control (b): 12 samples, 16 features (the box's edge)")
     ax.loglog(d, rows[0]["widths"].max(axis=1)[0] * np.sqrt(d / d[0]), ":", color="#555",
               label="√δ")
-    ax.set_xlabel("objective slack δ (relative)")
-    ax.set_ylabel("width of {F ≤ F* + δ} along a random direction")
-    ax.set_title("Remark 1: a unique solution's near-optimal set shrinks")
     ax.invert_xaxis()
-    ax.legend(fontsize=7, loc="center right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="objective slack δ (relative)",
+           ylabel="width of {F ≤ F* + δ} along a random direction",
+           title="Remark 1: a unique solution's near-optimal set shrinks", legend=7,
+           loc="center right")

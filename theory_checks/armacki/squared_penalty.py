@@ -20,7 +20,7 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register
 
 ID = "armacki.squared_penalty"
@@ -149,10 +149,5 @@ def _plot(rows, ctrl, path):
     apart = ctrl["distance"] > 1e-12
     ax.loglog(ctrl["gammas"][apart], ctrl["distance"][apart], "s-", color="#cf222e", ms=4,
               label="control: (SON) at λ = γ (0 from λ̂ on, not drawn)")
-    ax.set_xlabel("γ")
-    ax.set_ylabel("distance to the (SON) consensus solution")
-    ax.set_title("Squared penalty (4): 1/γ decay, never zero")
-    ax.legend(fontsize=7)
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+    finish(f, ax, path, xlabel="γ", ylabel="distance to the (SON) consensus solution",
+           title="Squared penalty (4): 1/γ decay, never zero", legend=7)

@@ -13,7 +13,15 @@ import numpy as np
 import convexfl as cfl
 from convexfl.certificates import kkt_residual
 
-from .._common import figure_path, planted_quadratic, pyplot, rng_for, save_counterexample, son
+from .._common import (
+    figure_path,
+    finish,
+    planted_quadratic,
+    pyplot,
+    rng_for,
+    save_counterexample,
+    son,
+)
 from ..registry import Control, outcome, register, verdict
 
 ID = "armacki.thm1"
@@ -124,6 +132,17 @@ def save_instance(out, check_id, prob, truth, **extra) -> str:
                                y=loss.y, coef=loss.coef, ptr=loss.ptr, ridge=loss.ridge,
                                edges=prob.graph.edges, weights=prob.graph.weights,
                                truth=np.asarray(truth), **extra)
+
+
+def tally(out, check_id, rows, ok, margins):
+    """Count the (instance, λ) pairs of each loss into ``margins``; save the first failing
+    ``(kind, prob, truth, record)`` row as the counterexample (``None`` when none fails)."""
+    for kind in LOSSES:
+        margins[f"pairs_{kind}"] = sum(k == kind for k, *_ in rows)
+    if all(ok):
+        return None
+    kind, prob, truth, r = rows[ok.index(False)]
+    return save_instance(out, check_id, prob, truth, lam=r["lam"], kind=np.array(kind))
 
 
 def _labels(prob, partition):
@@ -243,12 +262,7 @@ def run(quick: bool, seed: int, out):
         "pairs_with_distinct_centroids": len(dist),
         "pairs_red_not_certified": n_uncertified,
     }
-    for kind in LOSSES:
-        margins[f"pairs_{kind}"] = sum(k == kind for k, *_ in rows)
-    cex = None
-    if not all(ok):
-        kind, prob, truth, r = rows[ok.index(False)]
-        cex = save_instance(out, ID, prob, truth, lam=r["lam"], kind=np.array(kind))
+    cex = tally(out, ID, rows, ok, margins)
     ctrl_ok = [r["solves_son"] for _, r in ctrl]
     control = Control(
         "λ = (Theorem-1 switch)/10, well below the exact recovery interval (λ / its lower end "
@@ -293,10 +307,5 @@ def _plot(rows, ctrl, path):
     ax.axhline(TOL, color="#cf222e", ls=":", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("λ / λ₁(C; λ)")
-    ax.set_ylabel("KKT residual of the expanded w* for (SON)")
-    ax.set_title("Theorem 1: λ ≥ λ₁ ⇒ the clustered (RED) point solves (SON)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="λ / λ₁(C; λ)", ylabel="KKT residual of the expanded w* for (SON)",
+           title="Theorem 1: λ ≥ λ₁ ⇒ the clustered (RED) point solves (SON)", legend=8)

@@ -9,9 +9,16 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register, verdict
-from .thm1 import LOSSES, TOL, planted_instance, save_instance, theorem_switches, with_red_retry
+from .thm1 import (
+    LOSSES,
+    TOL,
+    planted_instance,
+    tally,
+    theorem_switches,
+    with_red_retry,
+)
 
 ID = "armacki.thm2"
 FUSE_RTOL = 1e-6   # centroids closer than this × (1 + max ‖w_k‖) count as coinciding
@@ -107,12 +114,7 @@ def run(quick: bool, seed: int, out):
         "max_red_kkt": max(r["red_kkt"] for *_, r in rows),
         "pairs_red_not_certified": n_uncertified,
     }
-    for kind in LOSSES:
-        margins[f"pairs_{kind}"] = sum(k == kind for k, *_ in rows)
-    cex = None
-    if not all(ok):
-        kind, prob, truth, r = rows[ok.index(False)]
-        cex = save_instance(out, ID, prob, truth, lam=r["lam"], kind=np.array(kind))
+    cex = tally(out, ID, rows, ok, margins)
     c_ok = [r["distinct"] for *_, r in ctrl]
     control = Control(
         "λ = 1.01 λ̂ (above the exact fusion threshold, where λ ≥ λ₂(C; λ)): the (RED) "
@@ -154,10 +156,5 @@ def _plot(rows, ctrl, path):
     ax.axhline(FUSE_RTOL, color="#cf222e", ls=":", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("λ / λ₂(C; λ)")
-    ax.set_ylabel("min centroid distance / (1 + max ‖w_k‖)")
-    ax.set_title("Theorem 2: λ < λ₂ ⇒ distinct (RED) centroids")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="λ / λ₂(C; λ)", ylabel="min centroid distance / (1 + max ‖w_k‖)",
+           title="Theorem 2: λ < λ₂ ⇒ distinct (RED) centroids", legend=8)

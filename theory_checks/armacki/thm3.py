@@ -16,7 +16,15 @@ import numpy as np
 
 import convexfl as cfl
 
-from .._common import figure_path, planted_quadratic, pyplot, rng_for, save_counterexample, son
+from .._common import (
+    figure_path,
+    finish,
+    planted_quadratic,
+    pyplot,
+    rng_for,
+    save_counterexample,
+    son,
+)
 from ..registry import Control, outcome, register, verdict
 
 ID = "armacki.thm3"
@@ -172,9 +180,5 @@ def _plot(rows, path):
         ax.plot([i, i], [lo, hi], color="#999", lw=3, solid_capstyle="butt")
         ax.plot(i, r["lam"], "o", color="#1a7f37" if r["recovered"] else "#cf222e", ms=4)
     ax.set_yscale("log")
-    ax.set_xlabel("instance × λ position")
-    ax.set_ylabel("λ (SON convention)")
-    ax.set_title("Theorem 3 intervals (grey) and tested λ (green = recovered)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, ax, path, xlabel="instance × λ position", ylabel="λ (SON convention)",
+           title="Theorem 3 intervals (grey) and tested λ (green = recovered)")

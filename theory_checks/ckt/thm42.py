@@ -7,7 +7,7 @@ import numpy as np
 
 from convexfl import ckt
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register
 
 ID = "ckt.thm42"
@@ -67,13 +67,9 @@ def run(quick: bool, seed: int, out):
     ax.semilogy([max(e, 1e-17) for e in excluded], "s", label="printed, α_kk excluded")
     ax.semilogy([max(c.rel_gap_to_numerical, 1e-17) for c in corrected], "^",
                 label="corrected B_k")
-    ax.set_xlabel("random isotropic instance")
-    ax.set_ylabel("relative excess risk over the minimum")
-    ax.set_title("PerFed-CKT Theorem 4.2")
-    ax.legend()
-    f.tight_layout()
-    f.savefig(fig, dpi=120)
-    plt.close(f)
+    finish(f, ax, fig, xlabel="random isotropic instance",
+           ylabel="relative excess risk over the minimum", title="PerFed-CKT Theorem 4.2",
+           legend="medium")
     return outcome(
         ID, outcome="holds" if printed_ok else "fails", margins=margins, instances=n_inst,
         seed=seed, control=control, figure=rel,

@@ -10,7 +10,7 @@ import numpy as np
 
 from convexfl.ppfl import fit_mixed_model
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register
 
 ID = "ppfl.glmm"
@@ -200,10 +200,5 @@ def _plot(rows, ctrl, path):
     ax.plot([-lim, lim], [-lim, lim], "k-", lw=0.5)
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_xlabel("MixedLM BLUP")
-    ax.set_ylabel("PPFL random effect Θᵀπ_i")
-    ax.set_title("PPFL Thm 3: BLUPs (x: λ × 2 red, λ × ½ amber)")
-    ax.legend(fontsize=6, loc="upper left")
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+    finish(f, ax, path, xlabel="MixedLM BLUP", ylabel="PPFL random effect Θᵀπ_i",
+           title="PPFL Thm 3: BLUPs (x: λ × 2 red, λ × ½ amber)", legend=6, loc="upper left")

@@ -15,7 +15,7 @@ from convexfl.ppfl import (
     solve_theta,
 )
 
-from .._common import figure_path, pyplot, rng_for
+from .._common import figure_path, finish, pyplot, rng_for
 from ..registry import Control, outcome, register
 from ._glm import FAMILIES, glm_data, random_affinity, run_with_callback
 
@@ -231,10 +231,6 @@ def _plot(lam_rows, path):
                   label=f"{family}, {n_parts} comp.")
         ax.plot(lams[1] / 10, max(r["within"][0], 1e-16), "s", color="#cf222e", ms=5)
     ax.axhline(SPREAD_TOL, color="k", ls="--", lw=0.8)
-    ax.set_xlabel("λ   (red squares: λ = 0, drawn at the left)")
-    ax.set_ylabel("max spread of π over connected clients")
-    ax.set_title("PPFL: λ → ∞ equalises connected memberships")
-    ax.legend(fontsize=6)
-    f.tight_layout()
-    f.savefig(path, dpi=120)
-    plt.close(f)
+    finish(f, ax, path, xlabel="λ   (red squares: λ = 0, drawn at the left)",
+           ylabel="max spread of π over connected clients",
+           title="PPFL: λ → ∞ equalises connected memberships", legend=6)
