@@ -45,7 +45,6 @@ from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
     minimise_users,
     reduced_grad_hess,
-    reduced_grad_hess_dense,
     reduced_value,
 )
 from .base import Solution
@@ -209,24 +208,19 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         dense = n <= SMALL_NEWTON or (n <= DENSE_MAX and edges.shape[0] > k * k / 8)
         if not dense and (edges.shape[0] > 40 * k or n > POLISH_MAX):
             return labels, W, False  # too costly to factor: leave it to the solver
-        if dense:
-            Hd = np.empty((n, n))
-        else:
-            n_trip = k * d * d + 4 * edges.shape[0] * d * d
-            rows = np.empty(n_trip, np.int64)
-            cols = np.empty(n_trip, np.int64)
-            vals = np.empty(n_trip)
+        n_trip = 0 if dense else k * d * d + 4 * edges.shape[0] * d * d
+        Hd = np.empty((n, n) if dense else (0, 0))
+        rows = np.empty(n_trip, np.int64)
+        cols = np.empty(n_trip, np.int64)
+        vals = np.empty(n_trip)
         grad = np.empty((k, d))
         merge_tol = merge_rtol * scale_of(W)
         merged = False
         ok = False
         t_start = 1.0
         for _it in range(max_iter):
-            if dense:
-                val, rmin = reduced_grad_hess_dense(*arrays, edges, cap, W, Hd, grad)
-            else:
-                val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, rows, cols, vals,
-                                                  grad)
+            val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, grad, Hd, rows, cols,
+                                              vals)
             if rmin <= merge_tol:
                 lab_k = components(k, edges, inner.graph.distances(W) <= merge_tol)
                 W = cluster_means(W, lab_k)

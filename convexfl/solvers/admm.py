@@ -63,10 +63,9 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
     Parameters
     ----------
     prob : SumOfNorms or Reduced
-    tol : float
-        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
-    max_iter : int
-        ADMM iteration limit.
+    tol, max_iter : float, int
+        The certified KKT target and the limit on ADMM iterations, as for every
+        method (:mod:`convexfl.solvers`).
     rho : float, optional
         Initial penalty ρ > 0 (each user's local problem has weight ``ρ · deg_i``). Default:
         four times the scale of the edge flows over the scale of the edge differences at

@@ -73,10 +73,9 @@ def solve_pdmm(prob, *, tol: float = 1e-6, max_iter: int = 5000, rho: float = 10
     Parameters
     ----------
     prob : SumOfNorms or Reduced
-    tol : float
-        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
-    max_iter : int
-        PDMM iteration limit.
+    tol, max_iter : float, int
+        The certified KKT target and the limit on PDMM iterations, as for every
+        method (:mod:`convexfl.solvers`).
     rho : float
         Augmented-Lagrangian penalty ρ > 0 (paper: 10).
     eta, eta_z : float

@@ -76,10 +76,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     Parameters
     ----------
     prob : SumOfNorms or Reduced with a ``Quadratic`` loss
-    tol : float
-        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
-    max_iter : int
-        Limit on the augmented-Lagrangian (outer) iterations.
+    tol, max_iter : float, int
+        The certified KKT target and the limit on augmented-Lagrangian (outer)
+        iterations, as for every method (:mod:`convexfl.solvers`).
     sigma : float, optional
         Initial penalty σ > 0 (default: ``mean(λ w) / mean ‖a_i − a_j‖`` over the edges).
     sigma_factor : float
