@@ -268,7 +268,12 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
 
 
 class Certifier:
-    """Build, polish and certify candidates; keeps timing and counts."""
+    """Build, polish and certify candidates; keeps timing and counts.
+
+    ``merges(prob, labels, W, max_size)`` is the reduced-problem solve that gives the
+    merges of a partition (:func:`convexfl.solvers.admm.reduced_merges`); ``None``: Newton
+    only (the certifier of that inner solve itself).
+    """
 
     def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000,
                  warm_from: Solution | None = None, merges=None):
