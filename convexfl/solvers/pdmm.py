@@ -49,9 +49,10 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import as_int, as_scalar
+from . import _pdmm_kernels
 from ._common import Run, check_bool, son_dispatch, user_minimisers
 from ._common_kernels import gradient_residual
-from ._pdmm_kernels import pdmm_residuals, pdmm_run
+from ._pdmm_kernels import pdmm_residuals
 from .admm import reduced_merges
 from .base import SolverError
 
@@ -212,10 +213,11 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
         down = np.zeros(T, np.int64)
         ups = np.zeros(T, np.int64)
         downs = np.zeros(T, np.int64)
-        pdmm_run(*arrays, pa, pb, cap, nptr, npair, nsign, optr, opair, sel, X, Z, MU, MUH,
-                 zero_count, frozen, freeze_after, rho, eta, eta_z, tau, nu, newton_tol,
-                 newton_max_iter, graph.edges, ecap, record_objective, obj, up, down, ups,
-                 downs)
+        # looked up at each call: theory_checks.armacki.pdmm_rate wraps it to observe PDMM
+        _pdmm_kernels.pdmm_run(*arrays, pa, pb, cap, nptr, npair, nsign, optr, opair, sel, X,
+                               Z, MU, MUH, zero_count, frozen, freeze_after, rho, eta, eta_z,
+                               tau, nu, newton_tol, newton_max_iter, graph.edges, ecap,
+                               record_objective, obj, up, down, ups, downs)
         it += T
         if record_objective:
             hist["objective"].extend(obj.tolist())
