@@ -10,6 +10,7 @@ from helpers import reference
 import convexfl as cfl
 from convexfl import certificates
 from convexfl.solvers._common import Certifier, _moved_flows, cluster_means, components
+from convexfl.solvers.admm import reduced_merges
 
 
 def triangle_groups(n_per=6, noise=0.05, seed=0):
@@ -85,8 +86,7 @@ def test_merges_come_from_the_reduced_problem():
     labels = components(prob.n_users, edges, np.linalg.norm(
         before.X[edges[:, 0]] - before.X[edges[:, 1]], axis=1) <= before.fuse_tol)
     assert labels.max() == 2
-    merged, W = Certifier(prob, 1e-8, polish=True)._merged(labels, cluster_means(before.X,
-                                                                                 labels))
+    merged, W = reduced_merges(prob, labels, cluster_means(before.X, labels))
     assert merged.max() == 0
     np.testing.assert_allclose(W[0], loss.points.mean(axis=0), atol=1e-8)
 

@@ -35,6 +35,31 @@ All methods accept ``tol`` (the target **certified** KKT residual, normalised as
 stops without reaching ``tol`` has ``converged=False`` and says why in ``message``. A method
 that cannot handle a loss raises :class:`IncompatibleLossError`. The fast methods compile
 their numba kernels on first use (cached on disk afterwards), never at import.
+
+Layout, read top-down (each module imports only those above it)
+----------------------------------------------------------------
+``base``
+    :class:`Solution` and the errors.
+``_common_kernels``, ``_admm_kernels``, ``_pdmm_kernels``, ``_ssnal_kernels``
+    The numba kernels (arrays in, arrays out; every loss formula from
+    :mod:`convexfl._kernels`).
+``_common``
+    What the fast solvers share: option checks, warm starts, the Newton polish on a
+    reduced problem, the :class:`~convexfl.solvers._common.Certifier` (the certified
+    stopping test) and :class:`~convexfl.solvers._common.Run` (the set-up and finish
+    around a solver's iterations). It solves no (SON) problem itself: where a certifier
+    needs the merges of a partition it calls the solve it was given.
+``admm``
+    Network-lasso ADMM, and :func:`~convexfl.solvers.admm.reduced_merges`, the one place
+    a reduced problem is solved for its merges (ADMM to 1e-9, whose own certifier is given
+    no merges, so the recursion stops there). ADMM passes it to its certifier.
+``pdmm``, ``ssnal``
+    The other fast solvers; they take ``reduced_merges`` from ``admm``.
+``reference``
+    cvxpy + Clarabel, polished by ``_common``'s Newton.
+this module
+    :func:`solve`, which loads a fast solver's module on first use (so that
+    ``import convexfl`` does not import scikit-learn, which PDMM uses).
 """
 
 from __future__ import annotations

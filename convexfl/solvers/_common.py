@@ -1,22 +1,28 @@
-"""Machinery shared by the fast solvers (ADMM, PDMM, SSNAL).
+"""Machinery shared by the fast solvers (ADMM, PDMM, SSNAL); nothing here solves (SON).
 
 - :func:`son_dispatch`: ``Reduced`` problems are (SON) problems on ``prob.inner``: solve it
   and expand; ``SquaredPenalty`` is refused with a clear message.
-- :func:`trivial_solution`: λ = 0 or a graph without edges: ``x_i = argmin f_i``.
+- :class:`Run`: what every fast solver does around its iterations — the shared options
+  checked, the warm start taken, λ = 0 or a graph without edges answered in closed form
+  (``x_i = argmin f_i``, :func:`user_minimisers`), candidates certified, the last one
+  polished, the :class:`Solution` built.
 - :class:`Certifier`: the certified stopping test. From the edges a solver has **exactly**
   fused (its edge variables are block soft-thresholded, so fusion is an exact zero), build the
   partition (connected components), the clustered ``X`` (cluster means) and certify it with
   :func:`convexfl.certificates.kkt_residual`, the solver's flows ``u_e = λ w_e s_e`` as the
   warm start. If that is not yet below ``tol``, optionally *polish*: Newton's method on the
-  reduced problem (RED) of the partition (smooth while the centroids stay apart), merging
-  clusters whose centroids meet, then certify again. The solver stops only when a candidate
-  is certified.
+  reduced problem (RED) of the partition (:func:`polish`; smooth while the centroids stay
+  apart), merging clusters whose centroids meet, then certify again. The solver stops only
+  when a candidate is certified.
+- Merges: where Newton alone does not certify, the certifier asks for the merges of a
+  partition from its reduced problem solved iteratively. It is *given* that solve
+  (``merges=``, :func:`convexfl.solvers.admm.reduced_merges`, the one place a reduced
+  problem is solved for its merges): this module sits below every solver.
 - Warm starts along a path (:meth:`Certifier.warm`): the previous solution's partition is
-  re-optimised at the new λ and certified before any iteration. Its merges come from its
-  reduced problem, solved by ADMM (:meth:`Certifier._merged`); its flows are moved to the
-  new λ (:func:`_moved_flows`: extrapolated along ``Solution.flow_slope`` when the previous
-  step kept its partition). Measured on the make_moons 551-λ path (n = 5000): 500 of the
-  551 λ need no iteration, ~10 ms each.
+  re-optimised at the new λ and certified before any iteration (Newton, then its merges);
+  its flows are moved to the new λ (:func:`_moved_flows`: extrapolated along
+  ``Solution.flow_slope`` when the previous step kept its partition). Measured on the
+  make_moons 551-λ path (n = 5000): 500 of the 551 λ need no iteration, ~10 ms each.
 
 ``fuse_tol``: candidates are exactly clustered (rows of a cluster are bitwise equal), so the
 certificate and ``Solution.labels`` use ``fuse_tol = FUSE_RTOL · (1 + max_i ‖x_i‖)`` with
@@ -26,7 +32,6 @@ tolerance.
 
 from __future__ import annotations
 
-import contextvars
 import time
 
 import numpy as np
@@ -37,13 +42,17 @@ from scipy.sparse.csgraph import connected_components
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import factor_spd, kkt_residual
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
+from ._common_kernels import (
+    minimise_users,
+    reduced_grad_hess,
+    reduced_value,
+)
 from .base import Solution
 
 FUSE_RTOL = 1e-10
 POLISH_MAX = 6000  # largest reduced Newton system (K·d) polished
 MERGE_MAX = 2000  # largest reduced problem (K·d) solved for its merges before polishing
 COARSEN_MIN = 2000  # solvers try coarsening (Certifier.coarsen) from this many users on
-_MERGING = contextvars.ContextVar("convexfl_merging", default=False)
 DENSE_MAX = 2500  # reduced Newton systems up to this size are solved densely
 SMALL_NEWTON = 300  # reduced Newton systems this small are dense and cheap at any density
 
@@ -147,7 +156,6 @@ def fuse_tol_of(X) -> float:
 
 def user_minimisers(loss, X0=None, tol=1e-12):
     """``x_i = argmin f_i`` for every user (Newton by proximal-point rounds)."""
-    from ._common_kernels import minimise_users
     X0 = np.zeros((loss.n_users, loss.dim)) if X0 is None else np.ascontiguousarray(X0)
     X, _ = minimise_users(*loss.arrays, X0, tol, 50)
     return X
@@ -176,8 +184,6 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
     Sparse Hessian (dense when small); Armijo backtracking; clusters whose centroids meet
     (distance ≤ 1e-9 · scale) are merged and Newton restarts. Returns ``(labels, W, ok)``.
     """
-    from ._common_kernels import reduced_grad_hess, reduced_grad_hess_dense, reduced_value
-
     d = prob.dim
     labels = np.asarray(labels, dtype=np.int64)
     W = np.asarray(W0, dtype=float)
@@ -202,24 +208,19 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         dense = n <= SMALL_NEWTON or (n <= DENSE_MAX and edges.shape[0] > k * k / 8)
         if not dense and (edges.shape[0] > 40 * k or n > POLISH_MAX):
             return labels, W, False  # too costly to factor: leave it to the solver
-        if dense:
-            Hd = np.empty((n, n))
-        else:
-            n_trip = k * d * d + 4 * edges.shape[0] * d * d
-            rows = np.empty(n_trip, np.int64)
-            cols = np.empty(n_trip, np.int64)
-            vals = np.empty(n_trip)
+        n_trip = 0 if dense else k * d * d + 4 * edges.shape[0] * d * d
+        Hd = np.empty((n, n) if dense else (0, 0))
+        rows = np.empty(n_trip, np.int64)
+        cols = np.empty(n_trip, np.int64)
+        vals = np.empty(n_trip)
         grad = np.empty((k, d))
         merge_tol = merge_rtol * scale_of(W)
         merged = False
         ok = False
         t_start = 1.0
         for _it in range(max_iter):
-            if dense:
-                val, rmin = reduced_grad_hess_dense(*arrays, edges, cap, W, Hd, grad)
-            else:
-                val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, rows, cols, vals,
-                                                  grad)
+            val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, grad, Hd, rows, cols,
+                                              vals)
             if rmin <= merge_tol:
                 lab_k = components(k, edges, inner.graph.distances(W) <= merge_tol)
                 W = cluster_means(W, lab_k)
@@ -267,11 +268,17 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
 
 
 class Certifier:
-    """Build, polish and certify candidates; keeps timing and counts."""
+    """Build, polish and certify candidates; keeps timing and counts.
+
+    ``merges(prob, labels, W, max_size)`` is the reduced-problem solve that gives the
+    merges of a partition (:func:`convexfl.solvers.admm.reduced_merges`); ``None``: Newton
+    only (the certifier of that inner solve itself).
+    """
 
     def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000,
-                 warm_from: Solution | None = None):
+                 warm_from: Solution | None = None, merges=None):
         self.prob, self.tol, self.do_polish = prob, tol, polish
+        self.merges = merges  # (prob, labels, W, max_size) -> (labels, W) or (None, None)
         self.warm_from = warm_from  # the warm start's Solution (for Solution.flow_slope)
         self.cert_max_iter = cert_max_iter
         self.time = 0.0
@@ -356,29 +363,12 @@ class Certifier:
         return ok
 
     def _merged(self, labels, W, max_size=MERGE_MAX):
-        """The merges of the partition ``labels`` at this λ: its reduced problem (K
-        super-users, ``K·d ≤ max_size``) solved by ADMM to ``1e-9``. The solution of (SON)
-        lies in the subspace of every coarser partition, so where a candidate only lacks
-        merges this is the exact partition. Newton alone (:func:`polish`) approaches each
-        merge at a kink, where it converges only linearly and can merge two centroids that
-        end up close but apart. Returns ``(labels, W)``, or ``(None, None)`` when the
-        problem is too large or the inner solve fails."""
-        from .admm import solve_admm
-
-        k = int(labels.max()) + 1
-        too_big = max_size is not None and k * self.prob.dim > max_size
-        if k == 1 or k == self.prob.n_users or too_big or _MERGING.get():
+        """The merges of the partition ``labels`` at this λ from its reduced problem
+        (``K·d ≤ max_size``), by the solve this certifier was given (``merges``; none: no
+        merges). Returns ``(labels, W)`` or ``(None, None)``."""
+        if self.merges is None:
             return None, None
-        red = Reduced(self.prob.loss, self.prob.graph, labels, self.prob.lam)
-        token = _MERGING.set(True)  # the inner solve polishes by Newton only
-        try:
-            inner = solve_admm(red.inner, tol=1e-9, max_iter=5000)
-        finally:
-            _MERGING.reset(token)
-        if not np.all(np.isfinite(inner.X)):
-            return None, None
-        merged = inner.labels()[red.labels]
-        return merged, cluster_means(inner.X[red.labels], merged)
+        return self.merges(self.prob, labels, W, max_size)
 
     def untried(self, fused_mask):
         """True when the partition of ``fused_mask`` is new and its Newton system small
@@ -408,18 +398,88 @@ class Certifier:
         return ok
 
 
-def warm_partition_solution(prob, certifier, X0, flows0, start, method):
-    """The solution of a warm start whose partition, re-optimised, certifies at this λ
-    (:meth:`Certifier.warm`), else ``None``."""
-    if X0 is None or not certifier.do_polish or not certifier.warm(X0, flows0):
-        return None
-    return make_solution(prob, certifier, converged=True, n_iter=0,
-                         time_s=time.perf_counter() - start, method=method, message="",
-                         history={"warm_partition_certified": True}, stage="warm partition")
+class Run:
+    """One solve by a fast solver, around its own iterations.
+
+    Checks the options every fast solver takes (``tol``, ``max_iter``, ``polish`` and the
+    warm start ``X0``, ``flows0``, ``warm_start``: :func:`warm_start_arrays`), answers
+    before any iteration where it can (:meth:`closed_form`, :meth:`warm_partition`),
+    certifies the solver's candidates (:meth:`certify`, :meth:`coarsen`) and builds the
+    :class:`Solution` (:meth:`solution`). ``merges`` is the reduced-problem solve the
+    :class:`Certifier` is given.
+    """
+
+    def __init__(self, prob: SumOfNorms, method: str, *, merges, tol, max_iter, polish, X0,
+                 flows0, warm_start):
+        self.start = time.perf_counter()
+        self.prob, self.method = prob, method
+        self.tol, self.max_iter = check_common(tol, max_iter)
+        self.polish = check_bool(polish, "polish")
+        self.X0, self.flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
+        self.certifier = Certifier(prob, self.tol, polish=self.polish, warm_from=warm_start,
+                                   merges=merges)
+
+    def closed_form(self):
+        """λ = 0 or no edges: the problem separates into ``x_i = argmin f_i``; its
+        :class:`Solution` (else ``None``)."""
+        prob = self.prob
+        if prob.lam != 0.0 and prob.graph.n_edges > 0:
+            return None
+        X = user_minimisers(prob.loss, self.X0,
+                            tol=1e-13 * (1.0 + float(np.abs(prob.loss.F).max())))
+        certifier = Certifier(prob, self.tol, polish=False)
+        certifier._certify(X, np.zeros((prob.graph.n_edges, prob.dim)))
+        return _solution(prob, certifier, converged=True, n_iter=0,
+                         time_s=time.perf_counter() - self.start, method=self.method,
+                         message="", history={"separable": True}, stage="closed form")
+
+    def warm_partition(self):
+        """The solution of a warm start whose partition, re-optimised, certifies at this λ
+        (:meth:`Certifier.warm`), else ``None``."""
+        certifier = self.certifier
+        if self.X0 is None or not self.polish or not certifier.warm(self.X0, self.flows0):
+            return None
+        return _solution(self.prob, certifier, converged=True, n_iter=0,
+                         time_s=time.perf_counter() - self.start, method=self.method,
+                         message="", history={"warm_partition_certified": True},
+                         stage="warm partition")
+
+    def certify(self, hist, it, fused, X, flows) -> bool:
+        """Certify the candidate of iteration ``it`` (:class:`Certifier`), recorded in
+        ``hist["certify_at"]`` and ``hist["certified_kkt"]``."""
+        hist["certify_at"].append(it)
+        ok = self.certifier(fused, X, flows)
+        hist["certified_kkt"].append(self.certifier.best[0])
+        return ok
+
+    def coarsen(self, hist, it, fused, X, flows) -> bool:
+        """A coarsening attempt (:meth:`Certifier.coarsen`, with ``polish`` only); when it
+        certifies, ``hist["coarsened_at"] = it``."""
+        ok = self.polish and self.certifier.coarsen(fused, X, flows)
+        if ok:
+            hist["coarsened_at"] = it
+        return ok
+
+    def solution(self, last, *, converged, n_iter, history, stage="iterations", message="",
+                 unconverged_note=""):
+        """The :class:`Solution`. When the iterations did not converge, their ``last``
+        candidate ``(fused, X, flows)`` is first certified with a forced polish (``stage``
+        "final polish"), ``message`` defaulting to the iteration limit and followed by
+        ``unconverged_note`` if that does not certify either."""
+        if not converged:
+            stage = "final polish"
+            self.certifier(*last, force_polish=self.polish)
+            converged = self.certifier.best[0] <= self.tol
+            message = message or f"iteration limit max_iter={self.max_iter} reached"
+            if unconverged_note and not converged:
+                message += "; " + unconverged_note
+        return _solution(self.prob, self.certifier, converged=converged, n_iter=n_iter,
+                         time_s=time.perf_counter() - self.start, method=self.method,
+                         message=message, history=history, stage=stage)
 
 
-def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s,
-                  method, message, history, status="", stage="iterations"):
+def _solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s, method,
+              message, history, stage="iterations"):
     """The :class:`Solution` of the certifier's best candidate. With ``stage="final
     polish"`` the ``message`` (why the iterations stopped) is kept even when the polish
     certified the answer, followed by that fact."""
@@ -437,18 +497,7 @@ def make_solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, 
     return Solution(X=X, objective=cert.objective, kkt_residual=kkt, converged=converged,
                     n_iter=int(n_iter), time_s=time_s, method=method, lam=prob.lam,
                     certificate=cert, fuse_tol=ftol, kkt_tol=certifier.tol,
-                    status=status or ("converged" if converged else "not_converged"),
+                    status="converged" if converged else "not_converged",
                     message=message, history=history, flows=flows, stage=stage,
                     graph=prob.graph,
                     flow_slope=_flow_slope(prob, certifier.warm_from, X, flows))
-
-
-def trivial_solution(prob: SumOfNorms, tol, method, start, X0=None):
-    """λ = 0 or no edges: the problem separates into ``x_i = argmin f_i``."""
-    X = user_minimisers(prob.loss, X0, tol=1e-13 * (1.0 + float(np.abs(prob.loss.F).max())))
-    certifier = Certifier(prob, tol, polish=False)
-    flows = np.zeros((prob.graph.n_edges, prob.dim))
-    certifier._certify(X, flows)
-    return make_solution(prob, certifier, converged=True, n_iter=0,
-                         time_s=time.perf_counter() - start, method=method,
-                         message="", history={"separable": True}, stage="closed form")

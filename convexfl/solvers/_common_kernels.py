@@ -39,18 +39,34 @@ def minimise_users(code, F, y, coef, ptr, ridge, offset, delta, X0, tol, max_rou
     return X, ok_all
 
 
+@njit(inline="always")
+def _hess_add(dense, Hd, rows, cols, vals, nt, r, c, h):
+    """Add ``h`` at ``(r, c)`` of a Hessian: into ``Hd`` when ``dense``, else as the COO
+    triplet number ``nt``. Returns the next triplet number."""
+    if dense:
+        Hd[r, c] += h
+        return nt
+    rows[nt] = r
+    cols[nt] = c
+    vals[nt] = h
+    return nt + 1
+
+
 @njit(cache=True)
-def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
-                      rows, cols, vals, grad):
-    """Value, gradient and sparse Hessian (COO triplets written into rows/cols/vals) of the
-    smooth reduced objective ``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖`` at ``W``.
+def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, grad,
+                      Hd, rows, cols, vals):
+    """Value, gradient (into ``grad``) and Hessian of the smooth reduced objective
+    ``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖`` at ``W``. The Hessian is written densely into
+    ``Hd`` when it has rows (shape (K·d, K·d)), else as COO triplets into rows/cols/vals.
 
     Returns ``(value, n_triplets, min_distance)``. The Hessian has the users' d×d blocks
     and, per edge, ``(c_e/r)(I − ûûᵀ)`` on the diagonal blocks and its negative off them.
     """
     k, d = W.shape
+    dense = Hd.shape[0] > 0
     g = np.empty(d)
     H = np.empty((d, d))
+    Hd[:, :] = 0.0
     val = 0.0
     nt = 0
     for c in range(k):
@@ -59,10 +75,7 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
         for a in range(d):
             grad[c, a] = g[a]
             for b in range(d):
-                rows[nt] = c * d + a
-                cols[nt] = c * d + b
-                vals[nt] = H[a, b]
-                nt += 1
+                nt = _hess_add(dense, Hd, rows, cols, vals, nt, c * d + a, c * d + b, H[a, b])
     rmin = np.inf
     u = np.empty(d)
     for e in range(edges.shape[0]):
@@ -86,28 +99,17 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
         for a in range(d):
             for b in range(d):
                 h = s * ((1.0 if a == b else 0.0) - u[a] * u[b])
-                rows[nt] = i * d + a
-                cols[nt] = i * d + b
-                vals[nt] = h
-                nt += 1
-                rows[nt] = j * d + a
-                cols[nt] = j * d + b
-                vals[nt] = h
-                nt += 1
-                rows[nt] = i * d + a
-                cols[nt] = j * d + b
-                vals[nt] = -h
-                nt += 1
-                rows[nt] = j * d + a
-                cols[nt] = i * d + b
-                vals[nt] = -h
-                nt += 1
+                nt = _hess_add(dense, Hd, rows, cols, vals, nt, i * d + a, i * d + b, h)
+                nt = _hess_add(dense, Hd, rows, cols, vals, nt, j * d + a, j * d + b, h)
+                nt = _hess_add(dense, Hd, rows, cols, vals, nt, i * d + a, j * d + b, -h)
+                nt = _hess_add(dense, Hd, rows, cols, vals, nt, j * d + a, i * d + b, -h)
     return val, nt, rmin
 
 
 @njit(cache=True)
 def reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W):
-    """``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖``."""
+    """``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖``: the (SON) objective, of a reduced problem
+    or not (``c_e = λ w_e``)."""
     k, d = W.shape
     val = 0.0
     for c in range(k):
@@ -139,49 +141,3 @@ def gradient_residual(code, F, y, coef, ptr, ridge, delta, X, edges, flows):
         for a in range(G.shape[1]):
             r += G[i, a] * G[i, a]
     return np.sqrt(r), np.sqrt(gn)
-
-
-@njit(cache=True)
-def reduced_grad_hess_dense(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
-                            Hd, grad):
-    """As :func:`reduced_grad_hess` with the Hessian written densely into ``Hd``."""
-    k, d = W.shape
-    g = np.empty(d)
-    H = np.empty((d, d))
-    Hd[:, :] = 0.0
-    val = 0.0
-    for c in range(k):
-        val += K.user_value_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, c, W[c],
-                                      g, H)
-        for a in range(d):
-            grad[c, a] = g[a]
-            for b in range(d):
-                Hd[c * d + a, c * d + b] = H[a, b]
-    rmin = np.inf
-    u = np.empty(d)
-    for e in range(edges.shape[0]):
-        i = edges[e, 0]
-        j = edges[e, 1]
-        r = 0.0
-        for a in range(d):
-            u[a] = W[i, a] - W[j, a]
-            r += u[a] * u[a]
-        r = np.sqrt(r)
-        if r < rmin:
-            rmin = r
-        if r == 0.0:
-            continue
-        val += cap[e] * r
-        for a in range(d):
-            u[a] /= r
-            grad[i, a] += cap[e] * u[a]
-            grad[j, a] -= cap[e] * u[a]
-        s = cap[e] / r
-        for a in range(d):
-            for b in range(d):
-                h = s * ((1.0 if a == b else 0.0) - u[a] * u[b])
-                Hd[i * d + a, i * d + b] += h
-                Hd[j * d + a, j * d + b] += h
-                Hd[i * d + a, j * d + b] -= h
-                Hd[j * d + a, i * d + b] -= h
-    return val, rmin

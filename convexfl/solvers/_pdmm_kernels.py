@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit
 
 from .. import _kernels as K
+from ._common_kernels import reduced_value
 
 
 @njit(cache=True)
@@ -120,16 +121,7 @@ def pdmm_run(code, F, y, coef, ptr, ridge, offset, delta, pa, pb, cap, nptr, npa
         up_saved[t] = u_sv
         down_saved[t] = d_sv
         if record:
-            val = 0.0
-            for i in range(n):
-                val += K.user_value(code, F, y, coef, ptr, ridge, offset, delta, i, X[i])
-            for e in range(edges.shape[0]):
-                r2 = 0.0
-                for k in range(d):
-                    r = X[edges[e, 0], k] - X[edges[e, 1], k]
-                    r2 += r * r
-                val += ecap[e] * np.sqrt(r2)
-            obj[t] = val
+            obj[t] = reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, ecap, X)
 
 
 @njit(cache=True)

@@ -15,6 +15,19 @@ import numpy as np
 from numba import njit
 
 
+@njit(inline="always")
+def _edge_arg(Y, X, sigma, e, i, j, T, row):
+    """Write ``T_e = y_e + σ (x_i − x_j)`` into ``T[row]``; return ``(‖T_e‖², ‖y_e‖²)``."""
+    t2 = 0.0
+    y2 = 0.0
+    for k in range(X.shape[1]):
+        t = Y[e, k] + sigma * (X[i, k] - X[j, k])
+        T[row, k] = t
+        t2 += t * t
+        y2 += Y[e, k] * Y[e, k]
+    return t2, y2
+
+
 @njit(cache=True)
 def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
     """Return ψ(X); write ∇ψ into ``G``, ``Π_c(T)`` into ``P`` and ``‖T_e‖`` into ``tnorm``."""
@@ -29,12 +42,8 @@ def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        t2 = 0.0
-        for k in range(d):
-            t = Y[e, k] + sigma * (X[i, k] - X[j, k])
-            P[e, k] = t
-            t2 += t * t
-            ysq += Y[e, k] * Y[e, k]
+        t2, y2 = _edge_arg(Y, X, sigma, e, i, j, P, e)
+        ysq += y2
         t = np.sqrt(t2)
         tnorm[e] = t
         c = cap[e]
@@ -53,6 +62,7 @@ def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
 
 @njit(cache=True)
 def psi_value(A, coef, edges, cap, X, Y, sigma):
+    """ψ(X) alone (the line search's)."""
     n, d = X.shape
     val = 0.0
     for i in range(n):
@@ -60,14 +70,10 @@ def psi_value(A, coef, edges, cap, X, Y, sigma):
             r = X[i, k] - A[i, k]
             val += 0.5 * coef[i] * r * r
     ysq = 0.0
+    T = np.empty((1, d))
     for e in range(edges.shape[0]):
-        i = edges[e, 0]
-        j = edges[e, 1]
-        t2 = 0.0
-        for k in range(d):
-            t = Y[e, k] + sigma * (X[i, k] - X[j, k])
-            t2 += t * t
-            ysq += Y[e, k] * Y[e, k]
+        t2, y2 = _edge_arg(Y, X, sigma, e, edges[e, 0], edges[e, 1], T, 0)
+        ysq += y2
         t = np.sqrt(t2)
         c = cap[e]
         if t <= c:

@@ -30,24 +30,15 @@ is optimal. The warm start's partition is re-optimised and certified before any 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .._validation import as_int, as_scalar
-from ._common import (
-    COARSEN_MIN,
-    Certifier,
-    check_bool,
-    check_common,
-    make_solution,
-    son_dispatch,
-    trivial_solution,
-    warm_partition_solution,
-    warm_start_arrays,
-)
+from ..problems import Reduced
+from ._admm_kernels import admm_run
+from ._common import COARSEN_MIN, Run, check_bool, cluster_means, son_dispatch, user_minimisers
+from ._common_kernels import gradient_residual
 
-__all__ = ["solve_admm"]
+__all__ = ["solve_admm", "reduced_merges"]
 
 
 def _node_incidence(n, edges):
@@ -72,10 +63,9 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
     Parameters
     ----------
     prob : SumOfNorms or Reduced
-    tol : float
-        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
-    max_iter : int
-        ADMM iteration limit.
+    tol, max_iter : float, int
+        The certified KKT target and the limit on ADMM iterations, as for every
+        method (:mod:`convexfl.solvers`).
     rho : float, optional
         Initial penalty ρ > 0 (each user's local problem has weight ``ρ · deg_i``). Default:
         four times the scale of the edge flows over the scale of the edge differences at
@@ -117,18 +107,45 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
                 mu=mu, tau_incr=tau_incr, polish=polish, check_every=check_every, X0=X0,
                 flows0=flows0, warm_start=warm_start, newton_tol=newton_tol,
                 newton_max_iter=newton_max_iter, record_objective=record_objective,
-                coarsen=coarsen)
+                coarsen=coarsen, merges=reduced_merges)
     return son_dispatch(prob, "admm", _solve_son, opts)
+
+
+def reduced_merges(prob, labels, W, max_size=None):
+    """The merges of the partition ``labels`` of (SON) ``prob`` at its λ: the reduced
+    problem (K super-users, ``K·d ≤ max_size`` when given) solved by ADMM to ``1e-9``,
+    its certificates polished by Newton only (no merges inside).
+
+    The solution of (SON) lies in the subspace of every coarser partition, so where a
+    candidate only lacks merges this is the exact partition. Newton alone
+    (:func:`convexfl.solvers._common.polish`) approaches each merge at a kink, where it
+    converges only linearly and can merge two centroids that end up close but apart.
+    Every :class:`~convexfl.solvers._common.Certifier` of a fast solver is given this solve.
+
+    Returns
+    -------
+    (labels, W) : the merged partition and its cluster means, or ``(None, None)`` when
+    there is nothing to merge (one cluster, or none fused), the problem is too large or the
+    inner solve fails.
+    """
+    k = int(labels.max()) + 1
+    too_big = max_size is not None and k * prob.dim > max_size
+    if k == 1 or k == prob.n_users or too_big:
+        return None, None
+    red = Reduced(prob.loss, prob.graph, labels, prob.lam)
+    opts = dict(solve_admm.__kwdefaults__, tol=1e-9, max_iter=5000, merges=None)
+    inner = _solve_son(red.inner, **opts)
+    if not np.all(np.isfinite(inner.X)):
+        return None, None
+    merged = inner.labels()[red.labels]
+    return merged, cluster_means(inner.X[red.labels], merged)
 
 
 def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, polish,
                check_every, X0, flows0, warm_start, newton_tol, newton_max_iter,
-               record_objective, coarsen):
-    from ._admm_kernels import admm_run
-    from ._common_kernels import gradient_residual
-
-    start = time.perf_counter()
-    tol, max_iter = check_common(tol, max_iter)
+               record_objective, coarsen, merges):
+    run = Run(prob, "admm", merges=merges, tol=tol, max_iter=max_iter, polish=polish, X0=X0,
+              flows0=flows0, warm_start=warm_start)
     if rho is not None:
         rho = as_scalar(rho, "rho", low=0.0, low_inclusive=False)
     alpha = as_scalar(alpha, "alpha", low=0.0, low_inclusive=False)
@@ -137,40 +154,30 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
     adaptive_rho = check_bool(adaptive_rho, "adaptive_rho")
     mu = as_scalar(mu, "mu", low=1.0, low_inclusive=False)
     tau_incr = as_scalar(tau_incr, "tau_incr", low=1.0, low_inclusive=False)
-    polish = check_bool(polish, "polish")
     check_every = as_int(check_every, "check_every", low=1)
     newton_tol = as_scalar(newton_tol, "newton_tol", low=0.0, low_inclusive=False)
     newton_max_iter = as_int(newton_max_iter, "newton_max_iter", low=1)
     record_objective = check_bool(record_objective, "record_objective")
     coarsen = (prob.n_users >= COARSEN_MIN if coarsen is None
                else check_bool(coarsen, "coarsen"))
-    X0, flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
-    loss, graph = prob.loss, prob.graph
-    if prob.lam == 0.0 or graph.n_edges == 0:
-        return trivial_solution(prob, tol, "admm", start, X0)
-    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
-    done = warm_partition_solution(prob, certifier, X0, flows0, start, "admm")
+    done = run.closed_form() or run.warm_partition()
     if done is not None:
         return done
 
-    n, d = prob.n_users, prob.dim
+    tol, max_iter, X0, flows0 = run.tol, run.max_iter, run.X0, run.flows0
+    loss, graph = prob.loss, prob.graph
+    d = prob.dim
     edges = graph.edges
     cap = prob.lam * graph.weights
-    nptr, nedge, nside = _node_incidence(n, edges)
+    nptr, nedge, nside = _node_incidence(prob.n_users, edges)
     arrays = loss.arrays
     if X0 is None:
-        from ._common import user_minimisers
         X = user_minimisers(loss)  # start at the local models
-        isolated_done = True
     else:
         X = np.array(X0, dtype=float)
-        isolated_done = False
-    deg = np.diff(nptr)
-    if not isolated_done and np.any(deg == 0):
-        from ._common import user_minimisers
-        iso = deg == 0
-        Xm = user_minimisers(loss, X)
-        X[iso] = Xm[iso]
+        iso = np.diff(nptr) == 0
+        if np.any(iso):
+            X[iso] = user_minimisers(loss, X)[iso]
     if rho is None:
         spread = float(graph.distances(X).mean())
         rho = float(np.clip(4.0 * cap.mean() / max(spread, 1e-12), 1e-6, 1e6))
@@ -220,17 +227,13 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
             message = "diverged (non-finite iterates)"
             break
         if it >= next_cert and max(r_rel, s_rel, proxy) <= trigger:
-            hist["certify_at"].append(it)
-            ok = certifier(fused.astype(bool), X, flows)
-            hist["certified_kkt"].append(certifier.best[0])
-            if ok:
+            if run.certify(hist, it, fused.astype(bool), X, flows):
                 converged = True
                 break
             trigger = min(trigger, max(r_rel, s_rel, proxy)) / 10.0
             next_cert = it + gap
             gap = min(2 * gap, 2000)
-        if coarsen and polish and certifier.coarsen(fused.astype(bool), X, flows):
-            hist["coarsened_at"] = it
+        if coarsen and run.coarsen(hist, it, fused.astype(bool), X, flows):
             converged, stage = True, "coarsening"
             break
         if adaptive_rho and it < freeze_at:
@@ -242,16 +245,7 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
                 rho /= tau_incr
                 Ui *= tau_incr
                 Uj *= tau_incr
-    if not converged:
-        stage = "final polish"
-        flows = 0.5 * rho * (Ui - Uj)
-        certifier(fused.astype(bool), X, flows, force_polish=polish)
-        converged = certifier.best[0] <= tol
-        if not message:
-            message = f"iteration limit max_iter={max_iter} reached"
-        if not newton_ok_all and not converged:
-            message += "; some local Newton solves did not reach newton_tol"
-    return make_solution(prob, certifier, converged=converged, n_iter=it,
-                         time_s=time.perf_counter() - start, method="admm", message=message,
-                         history=hist, stage=stage)
-
+    note = "" if newton_ok_all else "some local Newton solves did not reach newton_tol"
+    return run.solution((fused.astype(bool), X, 0.5 * rho * (Ui - Uj)), converged=converged,
+                        n_iter=it, history=hist, stage=stage, message=message,
+                        unconverged_note=note)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..certificates import Certificate
+from ..clusters import labels as cluster_labels
 
 __all__ = ["IncompatibleLossError", "NonUniqueWarning", "Solution", "SolverError"]
 
@@ -99,11 +100,10 @@ class Solution:
     def labels(self, tol: float | None = None) -> np.ndarray:
         """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse
         problem graph only its edges fuse (``graph`` holds it)."""
-        from ..clusters import labels
         g = self.graph
         sparse = g is not None and g.n_edges < g.n_nodes * (g.n_nodes - 1) // 2
-        return labels(self.X, tol=self.fuse_tol if tol is None else tol,
-                      graph=self.graph if sparse else None)
+        return cluster_labels(self.X, tol=self.fuse_tol if tol is None else tol,
+                              graph=self.graph if sparse else None)
 
     @property
     def n_clusters(self) -> int:

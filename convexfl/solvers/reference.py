@@ -25,8 +25,10 @@ import numpy as np
 
 from .._validation import as_int, as_scalar
 from ..certificates import kkt_residual
+from ..clusters import labels as cluster_labels
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
-from ._common import check_bool
+from ._common import check_bool, cluster_means
+from ._common import polish as newton_on_reduced
 from .base import Solution, SolverError
 
 __all__ = ["ReferenceModel", "solve_reference"]
@@ -224,9 +226,6 @@ def polish(prob: SumOfNorms, X, *, fuse_tol: float):
     :func:`convexfl.solvers._common.polish`) solve it to machine precision. Returns the
     expanded centroids, or ``None`` if Newton fails (then the caller keeps ``X``).
     """
-    from ..clusters import labels as cluster_labels
-    from ._common import cluster_means
-    from ._common import polish as newton_on_reduced
 
     lab = cluster_labels(X, tol=fuse_tol)
     lab, W, ok = newton_on_reduced(prob, lab, cluster_means(X, lab))

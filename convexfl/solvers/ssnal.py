@@ -36,8 +36,6 @@ raise :class:`~convexfl.solvers.IncompatibleLossError` — use ``method="admm"``
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
@@ -45,17 +43,18 @@ import scipy.sparse as sp
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
 from ..certificates import factor_spd
-from ._common import (
-    COARSEN_MIN,
-    Certifier,
-    check_bool,
-    check_common,
-    make_solution,
-    son_dispatch,
-    trivial_solution,
-    warm_partition_solution,
-    warm_start_arrays,
+from ._common import COARSEN_MIN, Run, son_dispatch
+from ._ssnal_kernels import (
+    cg_direction,
+    cg_update,
+    flush_dot,
+    flush_sq,
+    hess_vec,
+    precond_weights,
+    psi_grad,
+    psi_value,
 )
+from .admm import reduced_merges
 from .base import IncompatibleLossError
 
 __all__ = ["solve_ssnal"]
@@ -77,10 +76,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     Parameters
     ----------
     prob : SumOfNorms or Reduced with a ``Quadratic`` loss
-    tol : float
-        Target certified KKT residual (normalised as in :mod:`convexfl.certificates`).
-    max_iter : int
-        Limit on the augmented-Lagrangian (outer) iterations.
+    tol, max_iter : float, int
+        The certified KKT target and the limit on augmented-Lagrangian (outer)
+        iterations, as for every method (:mod:`convexfl.solvers`).
     sigma : float, optional
         Initial penalty σ > 0 (default: ``mean(λ w) / mean ‖a_i − a_j‖`` over the edges).
     sigma_factor : float
@@ -134,7 +132,6 @@ class _Precond:
 def _flush(V):
     """Zero the subnormal-range entries (solves on large graphs decay into them, and
     subnormal arithmetic is ~100× slower)."""
-    from ._ssnal_kernels import flush_sq
     flush_sq(V)
     return V
 
@@ -143,8 +140,6 @@ def _pcg(matvec, B, msolve, rtol, max_iter):
     """Preconditioned CG; every vector is flushed of subnormal-range entries inside compiled
     loops (on large sparse graphs the preconditioner's solves decay into them, and numpy's
     reductions over subnormals were the dominant cost: profiled 5 ms per norm at N = 1e4)."""
-    from ._ssnal_kernels import cg_direction, cg_update, flush_dot, flush_sq
-
     X = np.zeros_like(B)
     R = np.ascontiguousarray(B, dtype=float).copy()
     bnorm = np.sqrt(flush_sq(R))
@@ -170,28 +165,21 @@ def _pcg(matvec, B, msolve, rtol, max_iter):
 
 def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newton,
                cg_max_iter, polish, X0, flows0, warm_start):
-    from ._ssnal_kernels import hess_vec, precond_weights, psi_grad, psi_value
-
-    start = time.perf_counter()
     check_loss(prob.loss)
-    tol, max_iter = check_common(tol, max_iter)
+    run = Run(prob, "ssnal", merges=reduced_merges, tol=tol, max_iter=max_iter, polish=polish,
+              X0=X0, flows0=flows0, warm_start=warm_start)
     if sigma is not None:
         sigma = as_scalar(sigma, "sigma", low=0.0, low_inclusive=False)
     sigma_factor = as_scalar(sigma_factor, "sigma_factor", low=1.0, low_inclusive=False)
     sigma_max = as_scalar(sigma_max, "sigma_max", low=0.0, low_inclusive=False)
     max_newton = as_int(max_newton, "max_newton", low=1)
     cg_max_iter = as_int(cg_max_iter, "cg_max_iter", low=1)
-    polish = check_bool(polish, "polish")
-    X0, flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
-    graph = prob.graph
-    if prob.lam == 0.0 or graph.n_edges == 0:
-        return trivial_solution(prob, tol, "ssnal", start, X0)
-    certifier = Certifier(prob, tol, polish=polish, warm_from=warm_start)
-    done = warm_partition_solution(prob, certifier, X0, flows0, start, "ssnal")
+    done = run.closed_form() or run.warm_partition()
     if done is not None:
         return done
 
-    loss = prob.loss
+    tol, max_iter, X0, flows0 = run.tol, run.max_iter, run.X0, run.flows0
+    loss, graph = prob.loss, prob.graph
     A = np.ascontiguousarray(loss.F)
     coef = np.ascontiguousarray(loss.coef)
     n, d = A.shape
@@ -282,16 +270,12 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             break
         proxy = max(eta_p, eta_d) / scale
         hist.setdefault("stalled", []).append(stalled)
-        if proxy <= trigger or (warm and outer == 1) or certifier.untried(fused):
-            hist["certify_at"].append(outer)
-            ok = certifier(fused, X, Y)
-            hist["certified_kkt"].append(certifier.best[0])
-            if ok:
+        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(fused):
+            if run.certify(hist, outer, fused, X, Y):
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
-        if n >= COARSEN_MIN and polish and certifier.coarsen(fused, X, Y):
-            hist["coarsened_at"] = outer
+        if n >= COARSEN_MIN and run.coarsen(hist, outer, fused, X, Y):
             converged, stage = True, "coarsening"
             break
         eps_inner = max(0.05 * tol_abs, 0.2 * eta_p)
@@ -301,17 +285,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         if eta_p > 0.3 * eta_p_prev and eta_p / scale > 1e-4 * tol:
             sigma = min(sigma * sigma_factor, sigma_max)
         eta_p_prev = eta_p
-    if not converged:
-        stage = "final polish"
-        certifier(fused, X, Y, force_polish=polish)
-        converged = certifier.best[0] <= tol
-        if not message:
-            message = f"iteration limit max_iter={max_iter} reached"
     hist["n_factor"] = pre.n_factor
     hist["cg_total"] = cg_total
-    return make_solution(prob, certifier, converged=converged, n_iter=outer,
-                         time_s=time.perf_counter() - start, method="ssnal", message=message,
-                         history=hist, stage=stage)
+    return run.solution((fused, X, Y), converged=converged, n_iter=outer, history=hist,
+                        stage=stage, message=message)
 
 
 _Precond.last_cg = 0

@@ -1,5 +1,6 @@
-"""Shared machinery of the torch trainers: devices, generators, parameters, local SGD,
-messages, client data and the common estimator base class.
+"""Shared machinery of the torch trainers: devices, generators, parameters, local SGD and
+FedAvg's protocol (:class:`SharedParameters`), messages, client data, the clients' graph
+and the common estimator base class (its ``fit``, its argument storage, its template).
 
 Conventions
 -----------
@@ -25,12 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch.func import functional_call
 
 from .._validation import as_int, as_scalar, users_of, validate_estimator_data
 from ..federated import root_entropy, run_federated
+from ..graphs import Graph, complete
+from .models import build_classifier, n_parameters
 
 __all__ = ["resolve_device"]
 
@@ -183,6 +187,11 @@ def from_message(message: dict, prefix: str, device) -> dict:
             for k, v in message.items() if k.startswith(prefix)}
 
 
+def to_tensors(arrays: dict, device) -> dict:
+    """Numpy parameters as float32 tensors on ``device``."""
+    return from_message(arrays, "", device)
+
+
 def numpy_params(message: dict, prefix: str) -> dict:
     """The entries of ``message`` under ``prefix`` as float32 numpy arrays (server side)."""
     n = len(prefix)
@@ -224,6 +233,62 @@ def sgd(params: dict, loss_fn, *, steps: int, lr: float, sampler, trainable=None
 
 def forward(template, params, *args):
     return functional_call(template, params, args)
+
+
+def cross_entropy_loss(template, data, *extra):
+    """``loss(params, idx)``: the mean cross-entropy of ``forward(template, params, X,
+    *extra)`` on the mini-batch ``idx`` of ``data``'s training set."""
+
+    def loss(params, idx):
+        return F.cross_entropy(forward(template, params, take(data.X_train, idx), *extra),
+                               take(data.y_train, idx))
+
+    return loss
+
+
+def local_sgd(start, loss_fn, data, rng, *, steps, lr, batch_size, device) -> dict:
+    """:func:`sgd` from ``start`` on mini-batches of ``data``'s training set drawn with
+    ``rng`` (``batch_size=None``: full batches)."""
+    sampler = BatchSampler(rng, data.n_train, batch_size, device)
+    return sgd(start, loss_fn, steps=steps, lr=lr, sampler=sampler)
+
+
+def weighted_average(deltas: dict, weights: dict) -> dict:
+    """``Σ_i w_i Δ_i / Σ_i w_i`` over the received clients, per array name (numpy)."""
+    total = sum(weights[i] for i in deltas)
+    out = None
+    for i, d in deltas.items():
+        scaled = {k: (weights[i] / total) * v.astype(np.float64) for k, v in d.items()}
+        out = scaled if out is None else {k: out[k] + scaled[k] for k in out}
+    return out
+
+
+class SharedParameters:
+    """FedAvg's protocol for parameters the server holds and the clients train (a whole
+    model, or the shared part of one): sent as ``"w.*"``, the clients reply with their
+    changes ``"d.*"``, the server subtracts their ``weights``-weighted average
+    (:func:`weighted_average`). Server-side parameters are float32 numpy arrays, client-side
+    tensors on ``device``."""
+
+    def __init__(self, device, weights: dict):
+        self.device, self.weights = device, weights
+
+    def payload(self, params: dict) -> dict:
+        return with_prefix(params, "w.")
+
+    def received(self, payload: dict) -> dict:
+        return from_message(payload, "w.", self.device)
+
+    @staticmethod
+    def reply(start: dict, new: dict, names=None) -> dict:
+        """The change ``start − new`` of the parameters ``names`` (default all)."""
+        return {"d." + k: (start[k] - new[k]).cpu().numpy()
+                for k in (start if names is None else names)}
+
+    def step(self, params: dict, replies: dict) -> dict:
+        avg = weighted_average({i: numpy_params(r, "d.") for i, r in replies.items()},
+                               self.weights)
+        return {k: (v - avg[k]).astype(np.float32) for k, v in params.items()}
 
 
 @torch.no_grad()
@@ -370,11 +435,48 @@ def numbers_sent(history) -> dict:
 # ----------------------------------------------------------------------------- base class
 
 
+def client_graph(graph, n_clients: int, name: str) -> Graph:
+    """The clients' graph: ``graph`` checked (a :class:`~convexfl.graphs.Graph` on
+    ``n_clients`` nodes; ``name`` is the argument's), or by default the complete graph
+    with weights 1 (no edges for one client)."""
+    if graph is None:
+        if n_clients > 1:
+            return complete(n_clients)
+        return Graph(1, np.zeros((0, 2), dtype=np.int64), np.zeros(0))
+    if not isinstance(graph, Graph):
+        raise TypeError(f"{name}: expected a convexfl.graphs.Graph, got {type(graph).__name__}")
+    if graph.n_nodes != n_clients:
+        raise ValueError(f"{name}: has {graph.n_nodes} nodes, there are {n_clients} clients")
+    return graph
+
+
+def classifier_template(model, n_features: int, n_classes: int) -> torch.nn.Module:
+    """The template of ``model``: a spec (:func:`~convexfl.torch.models.build_classifier`)
+    or a module mapping ``(B, p)`` to logits."""
+    if isinstance(model, torch.nn.Module):
+        return as_template(model)
+    return as_template(lambda: build_classifier(model, n_features, n_classes))
+
+
 class TorchFederatedTrainer(BaseEstimator):
     """Common ``fit`` / ``score`` plumbing (scikit-learn manners: ``__init__`` only stores its
     arguments, ``get_params`` / ``clone`` work, fitted attributes end in ``_``)."""
 
     name = "trainer"
+
+    def _store(self, arguments: dict):
+        """The body of every ``__init__``: store each of its arguments as it is
+        (``arguments`` is its ``locals()``)."""
+        for key in self._get_param_names():
+            setattr(self, key, arguments[key])
+
+    def fit(self, clients, y=None, groups=None):
+        """Train on federated data (a sequence of client splits, or ``X, y, groups``)."""
+        return self._fit(clients, y, groups)
+
+    def _set_template(self, template):
+        self._template = template
+        self.n_parameters_ = n_parameters(template)
 
     def _common_checks(self):
         self.rounds_ = as_int(self.rounds, "rounds", low=1)
@@ -527,13 +629,3 @@ def mean_accuracy_metrics(clients, logits_fn) -> dict:
         tr = [accuracy_of(logits_fn(c, c.X_train), c.y_train) for c in clients]
     return {"mean_test_accuracy": float(np.mean(te)) if te else float("nan"),
             "mean_train_accuracy": float(np.mean(tr))}
-
-
-def weighted_average(deltas: dict, weights: dict) -> dict:
-    """``Σ_i w_i Δ_i / Σ_i w_i`` over the received clients, per array name (numpy)."""
-    total = sum(weights[i] for i in deltas)
-    out = None
-    for i, d in deltas.items():
-        scaled = {k: (weights[i] / total) * v.astype(np.float64) for k, v in d.items()}
-        out = scaled if out is None else {k: out[k] + scaled[k] for k in out}
-    return out

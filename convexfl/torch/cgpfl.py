@@ -34,21 +34,20 @@ from .._validation import as_int, as_scalar
 from ..cgpfl import _align
 from ..federated import Algorithm
 from ._core import (
-    BatchSampler,
     TorchFederatedTrainer,
+    classifier_template,
+    cross_entropy_loss,
     forward,
     from_message,
     init_parameters,
+    local_sgd,
     mean_accuracy_metrics,
     seed_int,
-    sgd,
     to_message,
     torch_generator,
     with_prefix,
 )
 from ._maths import kmeans
-from .baselines import _template, cross_entropy_loss
-from .models import n_parameters
 
 __all__ = ["CGPFLDNN"]
 
@@ -96,25 +95,7 @@ class CGPFLDNN(TorchFederatedTrainer):
                  local_steps=4, lr=0.05, beta=0.05, alpha=1.0, persistent_theta=True, rounds=20,
                  batch_size=32, participation=1.0, device="cpu", random_state=None,
                  progress=False):
-        self.model = model
-        self.n_clusters = n_clusters
-        self.lam = lam
-        self.inner_steps = inner_steps
-        self.local_steps = local_steps
-        self.lr = lr
-        self.beta = beta
-        self.alpha = alpha
-        self.persistent_theta = persistent_theta
-        self.rounds = rounds
-        self.batch_size = batch_size
-        self.participation = participation
-        self.device = device
-        self.random_state = random_state
-        self.progress = progress
-
-    def fit(self, clients, y=None, groups=None):
-        """Train on federated data (a sequence of client splits, or ``X, y, groups``)."""
-        return self._fit(clients, y, groups)
+        self._store(locals())
 
     def _prepare(self, entries, public):
         self.n_clusters_ = as_int(self.n_clusters, "n_clusters", low=1)
@@ -122,8 +103,8 @@ class CGPFLDNN(TorchFederatedTrainer):
         self.inner_steps_ = as_int(self.inner_steps, "inner_steps", low=1)
         self.beta_ = as_scalar(self.beta, "beta", low=0.0)
         self.alpha_ = as_scalar(self.alpha, "alpha", low=0.0, high=1.0)
-        self._template = _template(self.model, self.n_features_, self.n_classes_)
-        self.n_parameters_ = n_parameters(self._template)
+        self._set_template(classifier_template(self.model, self.n_features_,
+                                               self.n_classes_))
         self._shapes = [(k, tuple(p.shape)) for k, p in self._template.named_parameters()]
 
     def _unflat(self, vec):
@@ -154,7 +135,6 @@ class CGPFLDNN(TorchFederatedTrainer):
         def client_update(data, state, payload, rng):
             omega = from_message(payload, "w.", device)
             theta = dict(state) if (state and persistent) else dict(omega)
-            sampler = BatchSampler(rng, data.n_train, bs, device)
             ce = cross_entropy_loss(template, data)
 
             def moreau(anchor):
@@ -164,7 +144,8 @@ class CGPFLDNN(TorchFederatedTrainer):
                 return loss
 
             for _ in range(R):
-                theta = sgd(theta, moreau(omega), steps=S, lr=lr, sampler=sampler)
+                theta = local_sgd(theta, moreau(omega), data, rng, steps=S, lr=lr,
+                                  batch_size=bs, device=device)
                 omega = {k: omega[k] - beta * lam * (omega[k] - theta[k]) for k in omega}
             return theta, {"w." + k: v.cpu().numpy() for k, v in omega.items()}
 

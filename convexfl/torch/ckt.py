@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .._validation import as_int, as_scalar
 from ..federated import Algorithm
@@ -38,6 +37,7 @@ from ._core import (
     BatchSampler,
     TorchFederatedTrainer,
     as_template,
+    cross_entropy_loss,
     forward,
     init_parameters,
     mean_accuracy_metrics,
@@ -96,18 +96,7 @@ class PerFedCKT(TorchFederatedTrainer):
                  lam=1.0, rounds=20, local_steps=10, lr=0.1, batch_size=32,
                  public_batch_size=64, participation=1.0, device="cpu", random_state=None,
                  progress=False):
-        self.architectures = architectures
-        self.n_clusters = n_clusters
-        self.lam = lam
-        self.rounds = rounds
-        self.local_steps = local_steps
-        self.lr = lr
-        self.batch_size = batch_size
-        self.public_batch_size = public_batch_size
-        self.participation = participation
-        self.device = device
-        self.random_state = random_state
-        self.progress = progress
+        self._store(locals())
 
     def fit(self, clients, y=None, groups=None, *, public=None):
         """Train; ``public`` (unlabeled inputs) defaults to ``clients.public``."""
@@ -171,10 +160,11 @@ class PerFedCKT(TorchFederatedTrainer):
             priv = BatchSampler(rng, data.n_train, bs, device)
             pub = BatchSampler(rng, P.shape[0], pbs, device)
 
+            ce = cross_entropy_loss(tmpl, data)
+
             def loss(params, idx):
                 i, j = idx
-                out = F.cross_entropy(forward(tmpl, params, take(data.X_train, i)),
-                                      take(data.y_train, i))
+                out = ce(params, i)
                 if target is not None:
                     diff = take(target, j) - soft(tmpl, params, take(P, j))
                     out = out + lam * (diff * diff).sum(dim=1).mean()

@@ -44,27 +44,25 @@ import torch.nn.functional as F
 
 from .._validation import as_int, as_scalar
 from ..federated import Algorithm
-from ..graphs import Graph, complete
 from ..ppfl import mirror_step
 from ._core import (
     BatchSampler,
+    SharedParameters,
     TorchFederatedTrainer,
     as_template,
+    client_graph,
+    cross_entropy_loss,
     forward,
-    from_message,
     init_parameters,
+    local_sgd,
     mean_accuracy_metrics,
-    numpy_params,
-    sgd,
-    take,
     to_message,
+    to_tensors,
     torch_generator,
     vec32,
-    weighted_average,
-    with_prefix,
 )
 from ._maths import laplacian_gradient, laplacian_penalty
-from .models import PPFLNet, build_classifier, build_features, n_parameters
+from .models import PPFLNet, build_classifier, build_features
 
 __all__ = ["PPFLDNN"]
 
@@ -135,30 +133,7 @@ class PPFLDNN(TorchFederatedTrainer):
                  block_prob=0.5, rounds=20, local_steps=10, lr=0.1, lr_pi=1.0, pi_floor=1e-3,
                  pi_init="random", batch_size=32, participation=1.0, device="cpu",
                  random_state=None, progress=False):
-        self.n_canonical = n_canonical
-        self.architecture = architecture
-        self.canonical_position = canonical_position
-        self.shared = shared
-        self.canonical = canonical
-        self.schedule = schedule
-        self.lam = lam
-        self.affinity = affinity
-        self.block_prob = block_prob
-        self.rounds = rounds
-        self.local_steps = local_steps
-        self.lr = lr
-        self.lr_pi = lr_pi
-        self.pi_floor = pi_floor
-        self.pi_init = pi_init
-        self.batch_size = batch_size
-        self.participation = participation
-        self.device = device
-        self.random_state = random_state
-        self.progress = progress
-
-    def fit(self, clients, y=None, groups=None):
-        """Train on federated data (a sequence of client splits, or ``X, y, groups``)."""
-        return self._fit(clients, y, groups)
+        self._store(locals())
 
     # ------------------------------------------------------------------ set-up
     def _prepare(self, entries, public):
@@ -172,16 +147,7 @@ class PPFLDNN(TorchFederatedTrainer):
         self.pi_floor_ = as_scalar(self.pi_floor, "pi_floor", low=0.0)
         self.block_prob_ = as_scalar(self.block_prob, "block_prob", low=0.0,
                                      low_inclusive=False, high=1.0)
-        N = self.n_clients_
-        graph = complete(N) if (self.affinity is None and N > 1) else self.affinity
-        if graph is None:
-            graph = Graph(1, np.zeros((0, 2), dtype=np.int64), np.zeros(0))
-        if not isinstance(graph, Graph):
-            raise TypeError(f"affinity: expected a convexfl.graphs.Graph, got "
-                            f"{type(graph).__name__}")
-        if graph.n_nodes != N:
-            raise ValueError(f"affinity: has {graph.n_nodes} nodes, there are {N} clients")
-        self.affinity_ = graph
+        self.affinity_ = client_graph(self.affinity, self.n_clients_, "affinity")
         pos = self.canonical_position
         if pos not in ("head", "body"):
             raise ValueError(f"canonical_position: must be 'head' or 'body', got {pos!r}")
@@ -197,8 +163,7 @@ class PPFLDNN(TorchFederatedTrainer):
             return PPFLNet(shared, canonical, K, architecture=self.architecture,
                            canonical_position=pos)
 
-        self._template = as_template(build)
-        self.n_parameters_ = n_parameters(self._template)
+        self._set_template(as_template(build))
         self._weights = self.n_train_ / self.n_train_.sum()
 
     # ------------------------------------------------------------------ algorithm
@@ -210,16 +175,11 @@ class PPFLDNN(TorchFederatedTrainer):
         alternating = self.schedule == "alternating"
         edges, aw = self.affinity_.edges, self.affinity_.weights
         p = self._weights
-
-        def data_loss(data, pi):
-            def loss(params, idx):
-                logits = forward(template, params, take(data.X_train, idx), pi)
-                return F.cross_entropy(logits, take(data.y_train, idx))
-            return loss
+        shared = SharedParameters(device, dict(enumerate(p)))
 
         def pi_gradient(data, params, pi_np, idx):
             pi = torch.as_tensor(pi_np, dtype=torch.float32, device=device).requires_grad_(True)
-            loss = data_loss(data, pi)(params, idx)
+            loss = cross_entropy_loss(template, data, pi)(params, idx)
             (g,) = torch.autograd.grad(loss, [pi])
             return g.detach().cpu().numpy().astype(np.float64)
 
@@ -235,7 +195,7 @@ class PPFLDNN(TorchFederatedTrainer):
                     "pi_change": 0.0}
 
         def server_payload(state, cid, t):
-            msg = with_prefix(state["params"], "w.")
+            msg = shared.payload(state["params"])
             msg["pi"] = vec32(state["pi"][cid])
             msg["block"] = np.array([state["block"]], dtype=np.int32)
             if alternating:
@@ -244,9 +204,8 @@ class PPFLDNN(TorchFederatedTrainer):
             return msg
 
         def client_update(data, state, payload, rng):
-            params = from_message(payload, "w.", device)
+            params = shared.received(payload)
             pi_np = np.asarray(payload["pi"], dtype=np.float64)
-            sampler = BatchSampler(rng, data.n_train, bs, device)
             reply = {}
             if alternating:
                 g = pi_gradient(data, params, pi_np, None)  # full gradient, eq. (25)
@@ -254,21 +213,19 @@ class PPFLDNN(TorchFederatedTrainer):
                 pi_np = mirror_step(pi_np, grad, lr_pi, floor=floor)
                 reply["pi"] = vec32(pi_np)
             elif int(payload["block"][0]) == _PI:
-                return state, {"g_pi": vec32(pi_gradient(data, params, pi_np, sampler()))}
+                batch = BatchSampler(rng, data.n_train, bs, device)()
+                return state, {"g_pi": vec32(pi_gradient(data, params, pi_np, batch))}
             pi = torch.as_tensor(pi_np, dtype=torch.float32, device=device)
-            new = sgd(params, data_loss(data, pi), steps=steps, lr=lr, sampler=sampler)
-            reply.update({"d." + k: (params[k] - new[k]).cpu().numpy() for k in params})
-            return state, reply
+            new = local_sgd(params, cross_entropy_loss(template, data, pi), data, rng,
+                            steps=steps, lr=lr, batch_size=bs, device=device)
+            return state, reply | shared.reply(params, new)
 
         def server_update(state, replies, t, rng):
             state = dict(state)
             Pi = state["pi"].copy()
             block = state["block"]
             if replies and (alternating or block == _MODEL):
-                avg = weighted_average({i: numpy_params(r, "d.") for i, r in replies.items()},
-                                       dict(enumerate(p)))
-                state["params"] = {k: (v - avg[k]).astype(np.float32)
-                                   for k, v in state["params"].items()}
+                state["params"] = shared.step(state["params"], replies)
             if replies and alternating:
                 for i, r in replies.items():
                     row = np.asarray(r["pi"], dtype=np.float64)
@@ -285,7 +242,7 @@ class PPFLDNN(TorchFederatedTrainer):
             return state
 
         def metrics(state, client_states):
-            params = {k: torch.as_tensor(v, device=device) for k, v in state["params"].items()}
+            params = to_tensors(state["params"], device)
             Pi = torch.as_tensor(state["pi"], dtype=torch.float32, device=device)
             out = mean_accuracy_metrics(
                 clients, lambda c, X: forward(template, params, X, Pi[c.client_id]))
@@ -303,8 +260,7 @@ class PPFLDNN(TorchFederatedTrainer):
         self.params_ = state["params"]
         self.memberships_ = state["pi"].copy()
         self.blocks_ = result.history.column("block").astype(np.int64)
-        self._params_dev = {k: torch.as_tensor(v, device=self.device_)
-                            for k, v in self.params_.items()}
+        self._params_dev = to_tensors(self.params_, self.device_)
         self._pi_dev = torch.as_tensor(self.memberships_, dtype=torch.float32,
                                        device=self.device_)
 

@@ -44,26 +44,23 @@ import torch.nn.functional as F
 
 from .._validation import as_scalar, check_partition
 from ..federated import Algorithm
-from ..graphs import Graph, complete
 from ._core import (
-    BatchSampler,
+    SharedParameters,
     TorchFederatedTrainer,
     as_template,
+    client_graph,
+    cross_entropy_loss,
     forward,
-    from_message,
     init_parameters,
+    local_sgd,
     mean_accuracy_metrics,
-    numpy_params,
-    sgd,
-    take,
     to_message,
+    to_tensors,
     torch_generator,
     vec32,
-    weighted_average,
-    with_prefix,
 )
 from ._maths import network_lasso_edge_update
-from .models import build_classifier, n_parameters
+from .models import build_classifier
 
 __all__ = ["SONHeads"]
 
@@ -118,45 +115,18 @@ class SONHeads(TorchFederatedTrainer):
     def __init__(self, body="mlp:32", *, lam=0.04, graph=None, rho=0.1, head_init="random",
                  feature_scale=4.0, rounds=30, local_steps=10, lr=0.1, batch_size=None,
                  participation=1.0, device="cpu", random_state=None, progress=False):
-        self.body = body
-        self.feature_scale = feature_scale
-        self.head_init = head_init
-        self.lam = lam
-        self.graph = graph
-        self.rho = rho
-        self.rounds = rounds
-        self.local_steps = local_steps
-        self.lr = lr
-        self.batch_size = batch_size
-        self.participation = participation
-        self.device = device
-        self.random_state = random_state
-        self.progress = progress
-
-    def fit(self, clients, y=None, groups=None):
-        """Train on federated data (a sequence of client splits, or ``X, y, groups``)."""
-        return self._fit(clients, y, groups)
+        self._store(locals())
 
     def _prepare(self, entries, public):
         self.lam_ = as_scalar(self.lam, "lam", low=0.0)
         self.rho_ = as_scalar(self.rho, "rho", low=0.0, low_inclusive=False)
         if self.head_init not in ("random", "common"):
             raise ValueError(f"head_init: must be 'random' or 'common', got {self.head_init!r}")
-        N = self.n_clients_
-        graph = self.graph
-        if graph is None:
-            graph = complete(N) if N > 1 else Graph(1, np.zeros((0, 2), np.int64), np.zeros(0))
-        if not isinstance(graph, Graph):
-            raise TypeError(f"graph: expected a convexfl.graphs.Graph, got "
-                            f"{type(graph).__name__}")
-        if graph.n_nodes != N:
-            raise ValueError(f"graph: has {graph.n_nodes} nodes, there are {N} clients")
-        self.graph_ = graph
+        self.graph_ = client_graph(self.graph, self.n_clients_, "graph")
         scale = (None if self.feature_scale is None
                  else as_scalar(self.feature_scale, "feature_scale", low=0.0, low_inclusive=False))
-        self._template = as_template(lambda: build_classifier(
-            self.body, self.n_features_, self.n_classes_, normalize=scale))
-        self.n_parameters_ = n_parameters(self._template)
+        self._set_template(as_template(lambda: build_classifier(
+            self.body, self.n_features_, self.n_classes_, normalize=scale)))
         names = [k for k, _ in self._template.named_parameters()]
         last = str(len(self._template) - 1) + "."
         self._head_names = [k for k in names if k.startswith(last)]
@@ -185,7 +155,7 @@ class SONHeads(TorchFederatedTrainer):
         edges, ew = self.graph_.edges, self.graph_.weights
         N, body_names = self.n_clients_, self._body_names
         counts = np.bincount(edges.ravel(), minlength=N).astype(np.float64)
-        weights = dict(enumerate(self.n_train_ / self.n_train_.sum()))
+        shared = SharedParameters(device, dict(enumerate(self.n_train_ / self.n_train_.sum())))
         lam_w = lam * ew
 
         def anchors(H, Zi, Zj, Ui, Uj):
@@ -213,7 +183,7 @@ class SONHeads(TorchFederatedTrainer):
             return state
 
         def server_payload(state, cid, t):
-            msg = with_prefix(state["body"], "w.")
+            msg = shared.payload(state["body"])
             msg["anchor"] = vec32(state["anchor"][cid])
             msg["coef"] = vec32(rho * counts[cid])
             return msg
@@ -222,29 +192,26 @@ class SONHeads(TorchFederatedTrainer):
             anchor = torch.as_tensor(payload["anchor"], device=device)
             coef = float(payload["coef"][0])
             head = state if state else self._head_tensors(payload["anchor"], device)
-            start = from_message(payload, "w.", device) | head
-            sampler = BatchSampler(rng, data.n_train, bs, device)
+            start = shared.received(payload) | head
+            ce = cross_entropy_loss(template, data)
 
             def loss(params, idx):
-                out = F.cross_entropy(forward(template, params, take(data.X_train, idx)),
-                                      take(data.y_train, idx))
+                out = ce(params, idx)
                 if coef > 0:
                     diff = self._head_vector(params) - anchor
                     out = out + 0.5 * coef * (diff * diff).sum()
                 return out
 
-            new = sgd(start, loss, steps=steps, lr=lr, sampler=sampler)
-            reply = {"d." + k: (start[k] - new[k]).cpu().numpy() for k in body_names}
+            new = local_sgd(start, loss, data, rng, steps=steps, lr=lr, batch_size=bs,
+                            device=device)
+            reply = shared.reply(start, new, body_names)
             reply["h"] = self._head_vector(new).cpu().numpy().astype(np.float32)
             return {k: new[k] for k in self._head_names}, reply
 
         def server_update(state, replies, t, rng):
             state = dict(state)
             if replies:
-                avg = weighted_average({i: numpy_params(r, "d.") for i, r in replies.items()},
-                                       weights)
-                state["body"] = {k: (v - avg[k]).astype(np.float32)
-                                 for k, v in state["body"].items()}
+                state["body"] = shared.step(state["body"], replies)
                 H = state["H"].copy()
                 for i, r in replies.items():
                     H[i] = np.asarray(r["h"], dtype=np.float64)
@@ -258,7 +225,7 @@ class SONHeads(TorchFederatedTrainer):
 
         def metrics(state, client_states):
             labels, fused = self._fusion(state)
-            body = {k: torch.as_tensor(v, device=device) for k, v in state["body"].items()}
+            body = to_tensors(state["body"], device)
             heads = [self._head_tensors(h, device) for h in fused]
             out = mean_accuracy_metrics(
                 clients, lambda c, X: forward(template, body | heads[c.client_id], X))
@@ -296,7 +263,7 @@ class SONHeads(TorchFederatedTrainer):
         self.edge_fused_ = self._edge_fused(state)
         self.labels_, self.fused_heads_ = self._fusion(state)
         self.edge_variables_ = (state["Zi"], state["Zj"], state["Ui"], state["Uj"])
-        body = {k: torch.as_tensor(v, device=self.device_) for k, v in self.body_.items()}
+        body = to_tensors(self.body_, self.device_)
         self._params = [body | self._head_tensors(h, self.device_) for h in self.fused_heads_]
 
     def _logits(self, client_id, X):
