@@ -124,13 +124,17 @@ def armacki_ellipses(users_per_cluster: int = 20, samples_per_user: int = 10,
 
     The defaults (``R = 3``, semi-axes 3 and 1, shift 0.75, rotation π/3: the three clusters
     overlap around the origin, each with its own optimal separator) do **not** reproduce the
-    paper's exact 3-cluster recovery at its sizes (20 users × 10 samples): with 10 samples
-    per user the users' squared-hinge models differ so much within a cluster that the exact
-    recovery interval of the planted partition (:func:`convexfl.bounds.recovery_interval`,
-    squared hinge c = 1e-3) is empty — the clusters merge before any of them fuses — and
-    the (SON) solution keeps every user's model distinct up to λ ≈ 0.2 λ̂.
-    :func:`convexfl.datasets.ellipse_search.search_recovery` searches these parameters for
-    ellipses where an exact recovery window exists.
+    paper's exact 3-cluster recovery (λ ∈ (0.0892, 0.0919) in eq. (3)): at its sizes (20
+    users × 10 samples, squared hinge c = 1e-3) the users' models differ so much inside a
+    cluster that the exact recovery interval of the planted partition
+    (:func:`convexfl.bounds.recovery_interval`) is empty — the clusters merge with each other
+    before any of them fuses inside. At the Sec. V study's peak-accuracy λ every user's
+    model is distinct, and the few-model solutions just below the fusion threshold are one
+    group of almost all users plus single outliers (:func:`convexfl.experiments.
+    armacki_sec5_study` reports the numbers). :mod:`convexfl.datasets.ellipse_search`
+    searches these keywords inside the paper's description: none of its grid has a window
+    at the paper's sizes; its closest geometry has one with 40 samples per user, and App.
+    C's 170 samples per user give the defaults one.
 
     Returns
     -------

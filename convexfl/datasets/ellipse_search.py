@@ -32,7 +32,8 @@ import numpy as np
 from .._validation import as_int
 from .armacki import armacki_ellipses
 
-__all__ = ["DEFAULT_GRID", "recovery_margin", "search_recovery"]
+__all__ = ["CLOSEST", "DEFAULT_GRID", "MORE_SAMPLES", "flow_ratio", "recovery_margin",
+           "search_recovery", "sec5_rows"]
 
 #: The default search grid (names of :func:`armacki_ellipses` keywords → values).
 DEFAULT_GRID = {
@@ -41,6 +42,14 @@ DEFAULT_GRID = {
     "axes": ((3.0, 1.0), (1.0, 1.0), (0.5, 1.0)),
     "class_shift": (0.5, 0.75, 0.99),
 }
+
+#: The best geometry of :data:`DEFAULT_GRID` by ``search_recovery()`` (seed 0; no
+#: combination has a window at the paper's sizes): the three clusters centred together,
+#: their separators 120° apart, circular class regions that barely overlap.
+CLOSEST = {"centre_radius": 0.0, "rotation": 2 * np.pi / 3, "axes": (1.0, 1.0),
+           "class_shift": 0.99}
+#: samples per user at which :data:`CLOSEST` is shown again (outside the paper's 10)
+MORE_SAMPLES = 40
 
 
 def recovery_margin(params=None, *, users_per_cluster: int = 20, samples_per_user: int = 10,
@@ -67,16 +76,79 @@ def recovery_margin(params=None, *, users_per_cluster: int = 20, samples_per_use
     prob = problems.SumOfNorms(loss, graphs.complete(loss.n_users), 1.0)
     uc = d["user_cluster"]
     rec = bounds.recovery_interval(prob, uc, compare=False, n_grid=n_grid)
-    lam_d = rec.inputs.get("hi_bracket", [math.nan])[0]
-    ratio = math.inf
-    if np.isfinite(lam_d) and lam_d > 0:
-        cert = bounds.partition_certificate(prob, uc, lam_d)
-        if cert.inputs["distinct"]:
-            ratio = float(np.nanmax(cert.inputs["rho"]) / lam_d)
+    lam_d, ratio = flow_ratio(prob, uc, rec)
     return {"params": params, "seed": random_state, "interval": rec, "lo": float(rec.lo),
             "hi": float(rec.hi), "empty": bool(rec.is_empty), "kind": rec.kind,
             "lam_hat": float(rec.related["fusion_threshold"].value),
             "lam_distinct": float(lam_d), "flow_ratio": ratio, "n_users": loss.n_users}
+
+
+def flow_ratio(prob, partition, rec) -> tuple[float, float]:
+    """``(λ_D, φ)`` of the module docstring for ``rec = recovery_interval(prob, partition)``:
+    λ_D the lower end of its certified merge bracket, φ = max_k ρ_k(λ_D)/λ_D (``inf`` when
+    the centroids are never certified distinct)."""
+    from ..bounds import partition_certificate
+
+    lam_d = float(rec.inputs.get("hi_bracket", [math.nan])[0])
+    if not (np.isfinite(lam_d) and lam_d > 0):
+        return lam_d, math.inf
+    cert = partition_certificate(prob, partition, lam_d)
+    if not cert.inputs["distinct"]:
+        return lam_d, math.inf
+    return lam_d, float(np.nanmax(cert.inputs["rho"]) / lam_d)
+
+
+def _interval_text(r) -> str:
+    if r["empty"]:
+        return f"empty ({r['kind']}), φ = {r['flow_ratio']:.3g}"
+    return (f"[{r['lo'] / r['lam_hat']:.4g}, {r['hi'] / r['lam_hat']:.4g}) λ̂ "
+            f"({r['kind']}), φ = {r['flow_ratio']:.3g}")
+
+
+def sec5_rows(prob, partition, rec, *, n_models_at_peak: int, users_per_cluster: int,
+              samples_per_user: int, c: float, random_state: int):
+    """The Sec. V study's rows on recovery (``quantity, paper, ours, convention, note``, as
+    :func:`convexfl.experiments.format_rows` prints them) and its summary entries: the
+    default data's φ and distinct models at the peak-accuracy λ, and :data:`CLOSEST` at the
+    study's sizes and with :data:`MORE_SAMPLES` samples per user (seed ``random_state``).
+
+    Returns ``(rows, summary)``.
+    """
+    lam_d, phi = flow_ratio(prob, partition, rec)
+    near = {m: recovery_margin(CLOSEST, users_per_cluster=users_per_cluster,
+                               samples_per_user=m, c=c, random_state=random_state)
+            for m in (samples_per_user, MORE_SAMPLES)}
+    geometry = ", ".join(f"{k} = {np.round(v, 4).tolist()}" for k, v in CLOSEST.items())
+
+    def row(quantity, paper, ours, note):
+        return {"quantity": quantity, "paper": paper, "ours": ours, "convention": "SON",
+                "note": note}
+
+    rows = [
+        row("paper's 3-cluster recovery reproduced?", "yes, λ ∈ (0.0892, 0.0919) eq.(3)",
+            f"no (exact interval empty; {rec.kind})" if rec.is_empty else
+            f"yes, [{rec.lo:.4g}, {rec.hi:.4g}) ({rec.kind})",
+            "exact recovery interval of the planted partition on our ellipses; "
+            f"within-cluster flow ratio φ = max_k ρ_k/λ = {phi:.3g} at λ_D = {lam_d:.4g}, "
+            "just below the clusters' first merge (recovery needs φ ≤ 1: the users' models "
+            "inside a cluster differ too much for it to fuse before the clusters merge)"),
+        row("distinct models at the peak-accuracy λ", "fewer than the squared penalty "
+            "('more compact')", f"{n_models_at_peak} of {prob.n_users}",
+            "sum-of-norms, best grid point"),
+        row(f"closest ellipses of our search, {samples_per_user} samples per user",
+            "ellipse parameters not printed", _interval_text(near[samples_per_user]),
+            f"{geometry}: the best of convexfl.datasets.ellipse_search.DEFAULT_GRID "
+            "(search_recovery(), 20 users × 10 samples, seed 0)"),
+        row(f"closest ellipses, {MORE_SAMPLES} samples per user", "—",
+            _interval_text(near[MORE_SAMPLES]), "outside the paper's 10 samples per user"),
+    ]
+    summary = {"recovery_reproduced": not rec.is_empty, "flow_ratio": phi,
+               "lam_distinct": lam_d, "n_models_at_peak_son": int(n_models_at_peak),
+               "closest_geometry": {k: np.round(v, 6).tolist() for k, v in CLOSEST.items()},
+               "closest": {str(m): {k: r[k] for k in ("lo", "hi", "empty", "kind",
+                                                       "lam_hat", "flow_ratio")}
+                           for m, r in near.items()}}
+    return rows, summary
 
 
 def _inside_description(p) -> bool:
