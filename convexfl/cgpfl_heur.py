@@ -69,7 +69,7 @@ def heuristic_instance(data, ks, *, mu=MU, control_mu=None, rounds: int = 30,
                             random_state=random_state)
         return baselines.evaluate(res, data)["accuracy"], res
 
-    ks = [as_int(k, "ks", low=1, high=data.n_clients) for k in ks]
+    ks = [as_int(k, "ks", low=1, high=len(data.clients)) for k in ks]
     acc = np.array([fit(n_clusters=k)[0] for k in ks])
     heur_acc, res = fit(n_clusters="auto", mu=as_scalar(mu, "mu"))
     best = int(np.argmax(acc))

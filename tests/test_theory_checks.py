@@ -154,3 +154,31 @@ def test_pdmm_printed_misses_lambda_where_the_generic_control_reaches_it():
     assert printed["dist"]["half"] > pp.DIST_TOL >= full["dist"]["half"]
     assert printed["any_lam_lower"] > 1e3 * generic["any_lam_lower"]
     assert printed["blockwise_half"] <= 1e-8
+
+
+def test_cgpfl_heuristic_verdict_reads_the_margin_distribution():
+    from convexfl.cgpfl_heur import distribution
+
+    d = distribution([0.0, 0.01, 0.05, 0.0, 0.0], threshold=0.03)
+    assert (d["n_within"], d["near_optimal"], d["max"]) == (4, True, 0.05)
+    d = distribution([0.0, 0.04, 0.05, 0.0, 0.0], threshold=0.03)
+    assert (d["n_within"], d["near_optimal"]) == (3, False)
+    assert d["median"] == 0.0 and 0.04 <= d["q80"] <= 0.05
+
+
+def test_cgpfl_heuristic_control_fails_and_the_report_study_has_the_same_numbers():
+    """μ = 0 picks K = 1 (pFedMe) and is not near-optimal; the report's study calls the
+    same function, so with the same settings it reports the same margins."""
+    from convexfl import cgpfl_heur as ch
+    from convexfl import experiments as E
+
+    kw = dict(n_instances=2, ks=(1, 4), rounds=6)
+    res = ch.heuristic_margins(**kw)
+    assert [r["control_k"] for r in res["instances"]] == [1, 1]
+    assert not res["control_distribution"]["near_optimal"]
+    assert min(res["control_margins"]) > ch.THRESHOLD
+    study = E.cgpfl_accuracy_vs_k(**kw)
+    assert study["margins"] == res["margins"]
+    assert ch.describe(res) in study["summary"]["paper_vs_ours"][0]["note"]
+    assert E.sizes("cgpfl_k") == ch.SIZES["full"]
+    assert E.sizes("cgpfl_k", small=True) == ch.SIZES["quick"]
