@@ -140,4 +140,16 @@ def describe(res) -> str:
         text += (f"; with μ = {res['control_mu']:g} (K̂ = "
                  f"{sorted({r['control_k'] for r in res['instances']})}) on {c['n_within']}/"
                  f"{c['n']} (median margin {c['median']:.3g})")
-    return text + "."
+    return (text + f". Near-optimal (at least {SHARE:.0%} of the federations within "
+            f"{d['threshold']:g}): {'yes' if d['near_optimal'] else 'no'}" + _edge(d) + ".")
+
+
+def _edge(d) -> str:
+    """Say so when one federation more or less would flip the verdict."""
+    if d["near_optimal"] and d["n_within"] - 1 < SHARE * d["n"]:
+        return (f", at the rule's edge: one federation more beyond {d['threshold']:g} "
+                "would make it no")
+    if not d["near_optimal"] and d["n_within"] + 1 >= SHARE * d["n"]:
+        return (f", at the rule's edge: one federation more within {d['threshold']:g} "
+                "would make it yes")
+    return ""
