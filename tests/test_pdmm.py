@@ -123,3 +123,20 @@ def test_printed_update_with_every_user_solves_half_the_lambda():
         X = cfl.solve(prob.with_lam(lam), tol=1e-10).X
         assert np.linalg.norm(last[upd] - X) <= 1e-6 * np.linalg.norm(X), upd
     assert np.linalg.norm(last["printed"] - last["generic"]) > 0.1
+
+
+def test_printed_update_with_every_user_is_generic_pdmm_at_half_lambda_iterate_for_iterate():
+    """With every user, μ_ji = −μ_ij stays exact and (16) at (λ, ρ, η_x, η_z) is generic
+    PDMM at (λ/2, ρ/2, η_x, η_z/2): the same iterates, up to rounding (one iteration moves
+    them by ~1e-2 here)."""
+    A = np.random.default_rng(2).standard_normal((5, 3))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(5), 0.3)
+    kw = dict(method="pdmm", fraction=1.0, max_iter=37, tol=1e-300, polish=False,
+              check_every=37, random_state=0)
+    printed = cfl.solve(prob, x_update="printed", rho=10.0, eta=10.0, **kw)
+    generic = cfl.solve(prob.with_lam(0.15), rho=5.0, eta=10.0, eta_z=5.0, **kw)
+    assert np.allclose(printed.history["X_last"], generic.history["X_last"], rtol=0,
+                       atol=1e-13)
+    partial = cfl.solve(prob, x_update="printed", rho=10.0, eta=10.0,
+                        **{**kw, "fraction": 0.4})
+    assert not np.allclose(partial.history["X_last"], generic.history["X_last"])

@@ -12,8 +12,9 @@ with ``μ_ij`` and ``μ_ji`` *independent* (generic PDMM has ``μ_ij − μ_ji``
 
 - With **every** user updated each iteration (``fraction = 1``) and a zero start,
   ``μ_ji = −μ_ij`` and ``z_ji = −z_ij`` stay exact, and eq. (16) is generic PDMM at
-  ``λ_14/2`` with ``ρ/2, η/2``: it solves (SON) at ``λ_SON/2`` (``λ_SON = 2λ_14``), i.e.
-  (3)/(14) with **half** the λ — each unordered pair counted once instead of twice.
+  ``λ_14/2`` with ``ρ/2`` and ``η_z/2`` (same ``η_x``), iterate for iterate: it solves
+  (SON) at ``λ_SON/2`` (``λ_SON = 2λ_14``), i.e. (3)/(14) with **half** the λ — each
+  unordered pair counted once instead of twice.
 - With the paper's **40 %** of users per iteration, ``μ_ij`` and ``μ_ji`` are updated at
   different iterations and stop moving once ``x_i = x_j``, ``z_ij = 0``: the fixed points are
   then only *blockwise* stationary for (SON) at λ/2 (each user's own subproblem solved, a
@@ -250,7 +251,8 @@ def _details(rows, m, holds) -> str:
         "μ_ji are updated at different iterations and freeze once the pair has fused, so "
         "they no longer cancel. The issue's hypothesis (the solution at half the λ) holds "
         "only when every user is updated at every iteration (fraction = 1: μ_ji = −μ_ij stays "
-        "exact and (16) is generic PDMM at λ/2 with ρ/2, η/2): distance to the solution at "
+        "exact and (16) is, iterate for iterate, generic PDMM at λ/2 with ρ/2, η_z/2): "
+        "distance to the solution at "
         f"λ/2 ≤ {m['max_dist_to_half_full_participation']:.2g} (KKT ≤ "
         f"{m['max_kkt_at_half_full_participation']:.2g}), to the one at λ ≥ "
         f"{m['min_dist_to_lam_full_participation']:.3g}. On the App. C data at the paper's own "
