@@ -55,8 +55,9 @@ def heuristic_instance(data, ks, *, mu=MU, control_mu=None, rounds: int = 30,
                        random_state=0, **cgpfl_options) -> dict:
     """CGPFL's accuracy for every K in ``ks`` and CGPFL-Heur's pick on ``data``.
 
-    Returns a dict: ``ks``, ``accuracy`` (per K), ``best_k``, ``best_accuracy``, ``heur_k``,
-    ``heur_accuracy``, ``margin`` (best − Heur), ``heuristic`` (e(K) and its two terms);
+    Returns a dict: ``data`` (its description), ``ks``, ``accuracy`` (per K), ``best_k``,
+    ``best_accuracy``, ``heur_k``, ``heur_accuracy``, ``margin`` (best − Heur),
+    ``heuristic`` (e(K) and its two terms);
     with ``control_mu``, also ``control_k`` and ``control_margin`` (CGPFL-Heur at that μ).
     """
     from . import baselines, cgpfl
@@ -73,7 +74,8 @@ def heuristic_instance(data, ks, *, mu=MU, control_mu=None, rounds: int = 30,
     acc = np.array([fit(n_clusters=k)[0] for k in ks])
     heur_acc, res = fit(n_clusters="auto", mu=as_scalar(mu, "mu"))
     best = int(np.argmax(acc))
-    out = {"ks": ks, "accuracy": acc, "best_k": ks[best], "best_accuracy": float(acc[best]),
+    out = {"data": data.description, "ks": ks, "accuracy": acc, "best_k": ks[best],
+           "best_accuracy": float(acc[best]),
            "heur_k": int(res.server_state["K"]), "heur_accuracy": float(heur_acc),
            "margin": float(acc[best] - heur_acc), "heuristic": res.server_state["heuristic"]}
     if control_mu is not None:

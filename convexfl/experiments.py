@@ -966,7 +966,7 @@ def cgpfl_accuracy_vs_k(*, n_instances: int = 10, ks=(1, 2, 3, 4, 5, 6, 8, 10),
                             seed=_seed(random_state))
     first, d = res["instances"][0], res["distribution"]
     summary = {
-        "data": "clustered MLR, 20 clients, 4 groups", "rounds": rounds, "mu": mu,
+        "data": first["data"], "rounds": rounds, "mu": mu,
         "ks": first["ks"], "accuracy": first["accuracy"], "best_k": first["best_k"],
         "best_accuracy": first["best_accuracy"], "heur_k": first["heur_k"],
         "heur_accuracy": first["heur_accuracy"], "margin_to_best": first["margin"],
