@@ -272,7 +272,10 @@ def _armacki_sec5(out: Path, quick: bool) -> dict:
         ["armacki_sec5"], out, quick,
         intro="notebooks/armacki_sec5.py. Ellipse data (uniform points, 3 clusters; the "
               "paper's ellipse parameters are not printed, ours are in "
-              "convexfl.datasets.armacki_ellipses), squared hinge c = 1e-3. " + _CONVENTIONS)
+              "convexfl.datasets.armacki_ellipses), squared hinge c = 1e-3. The paper's exact "
+              "3-cluster recovery is not reproduced on these ellipses when the recovery rows "
+              "below say so (no exact interval); convexfl.datasets.ellipse_search searches "
+              "the ellipse geometry for one. " + _CONVENTIONS)
 
 
 @section("armacki_appc")

@@ -109,8 +109,9 @@ class Units:
                                f"your units (data offset {np.linalg.norm(self.shift):.3g} "
                                f"for a spread of {self.scale:.3g}) its certified KKT residual "
                                f"is {out.kkt_residual:.2e} > kkt_tol={out.kkt_tol:.1e}")
-        if "W" in out.history:
-            out.history["W"] = self.x_from(out.history["W"])
+        for key in ("W", "X_last"):   # models in the history
+            if key in out.history:
+                out.history[key] = self.x_from(out.history[key])
         if "objective" in out.history:
             out.history["objective"] = [v * self.fscale for v in out.history["objective"]]
         if "rho" in out.history:  # ADMM's penalty: a curvature

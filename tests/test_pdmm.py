@@ -87,7 +87,7 @@ def test_truncated_run_is_not_converged():
     ("nu", -0.1, ValueError), ("splitting", "both", ValueError),
     ("freeze_after", 0, ValueError), ("zero_start", "no", TypeError),
     ("check_every", 0, ValueError), ("max_iter", 0, ValueError), ("tol", 0.0, ValueError),
-    ("random_state", "seed", ValueError),
+    ("random_state", "seed", ValueError), ("x_update", "paper", ValueError),
 ])
 def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
     prob = cfl.SumOfNorms(make_loss("quadratic", n_users=4), cfl.graphs.complete(4), 0.1)
@@ -100,3 +100,43 @@ def test_divergence_is_an_error_not_a_result():
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 1.0)
     with pytest.raises(cfl.SolverError, match="pdmm diverged: non-finite iterates"):
         cfl.solve(prob, method="pdmm", tau=3.0, random_state=0, max_iter=2000)
+
+
+def test_printed_update_needs_ordered_pairs():
+    prob = cfl.SumOfNorms(make_loss("quadratic", n_users=4), cfl.graphs.complete(4), 0.1)
+    with pytest.raises(ValueError, match="x_update"):
+        cfl.solve(prob, method="pdmm", x_update="printed", splitting="upper")
+
+
+def test_printed_update_with_every_user_solves_half_the_lambda():
+    """Eq. (16) as printed, every user each iteration: μ_ji = −μ_ij stays exact and it is
+    generic PDMM at λ/2 (armacki.pdmm_printed); the generic update solves λ itself. Data
+    far from the origin: ``history["X_last"]`` comes back in the user's units."""
+    A = 50.0 + np.random.default_rng(1).standard_normal((6, 2)) * [3.0, 1.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 0.4)
+    last = {}
+    for upd in ("generic", "printed"):
+        res = cfl.solve(prob, method="pdmm", x_update=upd, fraction=1.0, max_iter=3000,
+                        tol=1e-300, polish=False, check_every=3000, random_state=0)
+        last[upd] = res.history["X_last"]
+    for upd, lam in (("generic", 0.4), ("printed", 0.2)):
+        X = cfl.solve(prob.with_lam(lam), tol=1e-10).X
+        assert np.linalg.norm(last[upd] - X) <= 1e-6 * np.linalg.norm(X), upd
+    assert np.linalg.norm(last["printed"] - last["generic"]) > 0.1
+
+
+def test_printed_update_with_every_user_is_generic_pdmm_at_half_lambda_iterate_for_iterate():
+    """With every user, μ_ji = −μ_ij stays exact and (16) at (λ, ρ, η_x, η_z) is generic
+    PDMM at (λ/2, ρ/2, η_x, η_z/2): the same iterates, up to rounding (one iteration moves
+    them by ~1e-2 here)."""
+    A = np.random.default_rng(2).standard_normal((5, 3))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(5), 0.3)
+    kw = dict(method="pdmm", fraction=1.0, max_iter=37, tol=1e-300, polish=False,
+              check_every=37, random_state=0)
+    printed = cfl.solve(prob, x_update="printed", rho=10.0, eta=10.0, **kw)
+    generic = cfl.solve(prob.with_lam(0.15), rho=5.0, eta=10.0, eta_z=5.0, **kw)
+    assert np.allclose(printed.history["X_last"], generic.history["X_last"], rtol=0,
+                       atol=1e-13)
+    partial = cfl.solve(prob, x_update="printed", rho=10.0, eta=10.0,
+                        **{**kw, "fraction": 0.4})
+    assert not np.allclose(partial.history["X_last"], generic.history["X_last"])

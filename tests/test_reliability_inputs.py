@@ -205,6 +205,9 @@ CASES = [
     ("planted-classification-one-sample", lambda: ds.planted_classification(
         samples_per_user=1), "samples_per_user"),
     ("ellipses-too-many-samples", lambda: ds.armacki_ellipses(2, 201), "samples_per_user"),
+    ("ellipses-three-axes", lambda: ds.armacki_ellipses(2, 5, axes=(3.0, 1.0, 1.0)), "axes"),
+    ("ellipses-shift-negative", lambda: ds.armacki_ellipses(2, 5, class_shift=-0.5),
+     "class_shift"),
     ("mlr-more-groups-than-clients", lambda: ds.clustered_mlr(3, 4), "n_groups"),
     ("mlr-test-fraction-one", lambda: ds.clustered_mlr(4, 2, test_fraction=1.0),
      "test_fraction"),

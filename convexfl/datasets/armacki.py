@@ -108,18 +108,33 @@ def _uniform_ellipse(n, centre, axes, angle, rng):
 
 
 def armacki_ellipses(users_per_cluster: int = 20, samples_per_user: int = 10,
-                     points_per_class: int = 100, *, random_state=None, replace=False):
+                     points_per_class: int = 100, *, random_state=None, replace=False,
+                     centre_radius: float = 3.0, axes=(3.0, 1.0), class_shift: float = 0.75,
+                     rotation: float = np.pi / 3):
     """The synthetic data of Armacki et al. Sec. V (the paper does not print the ellipses'
     parameters: ours are documented here).
 
-    Cluster ``k ∈ {0, 1, 2}`` is centred at ``3 (cos 2πk/3, sin 2πk/3)`` and rotated by
-    ``θ_k = kπ/3`` (the three clusters overlap around the origin, each with its own optimal
-    separator, and the planted structure is exactly recoverable for a range of λ; with
-    clusters far apart it is not); its class ``+1`` ellipse (semi-axes 3 and 1) is shifted by
-    ``+0.75`` along the rotated minor axis and its class ``−1`` ellipse by ``−0.75``, so the
-    two overlap and no cluster is linearly separable. Each user samples
-    ``samples_per_user`` of its cluster's ``2 · points_per_class`` points without
-    replacement (App. C's 85 % variant: pass ``samples_per_user=170``).
+    Cluster ``k ∈ {0, 1, 2}`` is centred at ``R (cos 2πk/3, sin 2πk/3)`` (``R =
+    centre_radius``) and rotated by ``θ_k = k · rotation``; its class ``+1`` ellipse
+    (semi-axes ``axes``) is shifted by ``+class_shift`` along the rotated minor axis and its
+    class ``−1`` ellipse by ``−class_shift``, so the two overlap (``class_shift < axes[1]``)
+    and no cluster is linearly separable. Each user samples ``samples_per_user`` of its
+    cluster's ``2 · points_per_class`` points without replacement (App. C's 85 % variant:
+    pass ``samples_per_user=170``).
+
+    The defaults (``R = 3``, semi-axes 3 and 1, shift 0.75, rotation π/3: the three clusters
+    overlap around the origin, each with its own optimal separator) do **not** reproduce the
+    paper's exact 3-cluster recovery (λ ∈ (0.0892, 0.0919) in eq. (3)): at its sizes (20
+    users × 10 samples, squared hinge c = 1e-3) the users' models differ so much inside a
+    cluster that the exact recovery interval of the planted partition
+    (:func:`convexfl.bounds.recovery_interval`) is empty — the clusters merge with each other
+    before any of them fuses inside. At the Sec. V study's peak-accuracy λ every user's
+    model is distinct, and the few-model solutions just below the fusion threshold are one
+    group of almost all users plus single outliers (:func:`convexfl.experiments.
+    armacki_sec5_study` reports the numbers). :mod:`convexfl.datasets.ellipse_search`
+    searches these keywords inside the paper's description: none of its grid has a window
+    at the paper's sizes; its closest geometry has one with 40 samples per user, and App.
+    C's 170 samples per user give the defaults one.
 
     Returns
     -------
@@ -129,14 +144,20 @@ def armacki_ellipses(users_per_cluster: int = 20, samples_per_user: int = 10,
     u = as_int(users_per_cluster, "users_per_cluster", low=1)
     p = as_int(points_per_class, "points_per_class", low=1)
     m = as_int(samples_per_user, "samples_per_user", low=1, high=None if replace else 2 * p)
+    R = as_scalar(centre_radius, "centre_radius", low=0.0)
+    shift = as_scalar(class_shift, "class_shift", low=0.0)
+    rotation = as_scalar(rotation, "rotation", low=None)
+    axes = tuple(as_scalar(a, "axes", low=0.0, low_inclusive=False) for a in np.ravel(axes))
+    if len(axes) != 2:
+        raise ValueError(f"axes: expected two semi-axes (major, minor), got {len(axes)}")
     rng = check_random_state(random_state)
     pool_X, pool_y, pool_c = [], [], []
     for k in range(3):
-        centre = 3.0 * np.array([np.cos(2 * np.pi * k / 3), np.sin(2 * np.pi * k / 3)])
-        angle = k * np.pi / 3
+        centre = R * np.array([np.cos(2 * np.pi * k / 3), np.sin(2 * np.pi * k / 3)])
+        angle = k * rotation
         normal = np.array([-np.sin(angle), np.cos(angle)])
         for label in (1.0, -1.0):
-            pool_X.append(_uniform_ellipse(p, centre + 0.75 * label * normal, (3.0, 1.0),
+            pool_X.append(_uniform_ellipse(p, centre + shift * label * normal, axes,
                                            angle, rng))
             pool_y.append(np.full(p, label))
             pool_c.append(np.full(p, k))

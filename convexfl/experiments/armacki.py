@@ -186,6 +186,7 @@ def armacki_sec5_study(*, users_per_cluster: int = 20, samples_per_user: int = 1
         ``paper_vs_ours`` rows).
     """
     from ..bounds import recovery_interval
+    from ..datasets.ellipse_search import sec5_rows
     from ..path import son_path
 
     seed = _seed(random_state)
@@ -247,7 +248,11 @@ def armacki_sec5_study(*, users_per_cluster: int = 20, samples_per_user: int = 1
     for k, v in rec.related.items():
         if k != "fusion_threshold":
             rows.append(_row(f"{k} interval", "not printed", _interval_text(v), "SON"))
-    summary = {
+    more_rows, more = sec5_rows(prob, uc, rec, n_models_at_peak=res["son_clusters"][i_son],
+                                users_per_cluster=users_per_cluster,
+                                samples_per_user=samples_per_user, c=c, random_state=seed)
+    rows += more_rows
+    summary = {**more,
         "n_users": n, "method": method, "lam_hat": float(lam_hat),
         "lam_paper_factor": 2 * n,
         "peak_accuracy_son": float(res["son_accuracy"][i_son]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import cgpfl_heur
 from .armacki import armacki_appc_study, armacki_pdmm_gap, armacki_sec5_study
 from .cgpfl import cgpfl_accuracy_vs_k
 from .ckt import ckt_theorem_4_2, ckt_toy
@@ -27,7 +28,7 @@ def sizes(name: str, small: bool = False) -> dict:
         "ppfl_glmm": dict(names=("grunfeld", "dietox")),
         "ckt_toy": dict(rounds=50, n_seeds=5),
         "ckt_theorem_4_2": dict(n_instances=12),
-        "cgpfl_k": dict(ks=(1, 2, 3, 4, 5, 6, 8, 10), rounds=30, n_clients=20),
+        "cgpfl_k": dict(cgpfl_heur.SIZES["full"]),   # the check's settings
         "torch_digits": dict(n_clients=8, rounds=30, samples_per_client=120),
     }
     tiny = {
@@ -40,7 +41,7 @@ def sizes(name: str, small: bool = False) -> dict:
         "ppfl_glmm": dict(names=("grunfeld",)),
         "ckt_toy": dict(rounds=5, n_seeds=1),
         "ckt_theorem_4_2": dict(n_instances=2),
-        "cgpfl_k": dict(ks=(1, 2, 4), rounds=3, n_clients=8),
+        "cgpfl_k": dict(cgpfl_heur.SIZES["quick"]),
         "torch_digits": dict(n_clients=4, rounds=1, samples_per_client=40,
                              methods=("FedAvg-DNN", "Local", "SON heads")),
     }

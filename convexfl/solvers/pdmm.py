@@ -21,6 +21,10 @@ owned by S_P (S_D): ``μ ← μ + τρ r``, ``μ̂ ← μ − νρ r`` with ``r 
 ``x_i`` appears: ``(i, j)`` with ``+x_i`` and ``(j, i)`` with ``−x_i`` (docs/math.md §1.5, generic
 PDMM). The paper's printed eq. (16) lists only the ``(i, j)`` terms; with ordered pairs the
 omitted ``(j, i)`` terms are the mirror constraints, which the generic update includes.
+``x_update="printed"`` runs eq. (16) as printed (for the check ``armacki.pdmm_printed``, which
+measures what it converges to); its fixed points satisfy (KKT) blockwise at λ/2 only, so its
+iterates are not certified for ``prob`` (expect ``converged=False``; ``history["X_last"]``
+holds them).
 
 **Messages** (the paper's accounting, per iteration): uplink = the primal blocks updated
 (``x``'s and ``z``'s, S_P), downlink = S_P + S_D vectors of size d. ``history`` records them
@@ -66,7 +70,8 @@ def solve_pdmm(prob, *, tol: float = 1e-6, max_iter: int = 5000, rho: float = 10
                eta: float = 10.0, eta_z: float | None = None, tau: float = 0.8,
                nu: float = 0.2, fraction: float = 0.4, splitting: str = "ordered",
                freeze_after: int | None = None, zero_start: bool = True,
-               random_state=None, check_every: int = 50, polish: bool = True,
+               x_update: str = "generic", random_state=None, check_every: int = 50,
+               polish: bool = True,
                record_objective: bool = True, X0=None, flows0=None, warm_start=None,
                newton_tol: float = 1e-10, newton_max_iter: int = 30):
     """Solve (SON) by PDMM (see the module docstring).
@@ -92,6 +97,10 @@ def solve_pdmm(prob, *, tol: float = 1e-6, max_iter: int = 5000, rho: float = 10
         Freeze ``z_p`` at 0 after this many consecutive exact zeros (None: never).
     zero_start : bool
         Start every variable at 0 (the paper's); otherwise at the local models.
+    x_update : {"generic", "printed"}
+        ``"generic"``: every constraint containing ``x_i`` (converges to (SON) at λ);
+        ``"printed"``: only the ``(i, j)`` terms, as in the paper's eq. (16) (ordered
+        splitting only; not a solver of (SON) at λ — see the module docstring).
     random_state : int, Generator or None
         Seeds the choice of S_P.
     check_every : int
@@ -108,7 +117,8 @@ def solve_pdmm(prob, *, tol: float = 1e-6, max_iter: int = 5000, rho: float = 10
     """
     opts = dict(tol=tol, max_iter=max_iter, rho=rho, eta=eta, eta_z=eta_z, tau=tau, nu=nu,
                 fraction=fraction, splitting=splitting, freeze_after=freeze_after,
-                zero_start=zero_start, random_state=random_state, check_every=check_every,
+                zero_start=zero_start, x_update=x_update, random_state=random_state,
+                check_every=check_every,
                 polish=polish, record_objective=record_objective, X0=X0, flows0=flows0,
                 warm_start=warm_start, newton_tol=newton_tol, newton_max_iter=newton_max_iter)
     return son_dispatch(prob, "pdmm", _solve_son, opts)
@@ -124,7 +134,8 @@ def _csr(n, keys, vals, extra=None):
 
 
 def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, splitting,
-               freeze_after, zero_start, random_state, check_every, polish, record_objective,
+               freeze_after, zero_start, x_update, random_state, check_every, polish,
+               record_objective,
                X0, flows0, warm_start, newton_tol, newton_max_iter):
     run = Run(prob, "pdmm", merges=reduced_merges, tol=tol, max_iter=max_iter, polish=polish,
               X0=X0, flows0=flows0, warm_start=warm_start)
@@ -136,6 +147,11 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
     fraction = as_scalar(fraction, "fraction", low=0.0, low_inclusive=False, high=1.0)
     if splitting not in ("ordered", "upper"):
         raise ValueError(f"splitting: expected 'ordered' or 'upper', got {splitting!r}")
+    if x_update not in ("generic", "printed"):
+        raise ValueError(f"x_update: expected 'generic' or 'printed', got {x_update!r}")
+    if x_update == "printed" and splitting != "ordered":
+        raise ValueError("x_update: 'printed' (the paper's eq. (16)) needs "
+                         f"splitting='ordered', got splitting={splitting!r}")
     freeze_after = 0 if freeze_after is None else as_int(freeze_after, "freeze_after", low=1)
     zero_start = check_bool(zero_start, "zero_start")
     try:
@@ -166,8 +182,11 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
     pb = np.ascontiguousarray(pb, dtype=np.int64)
     P = pa.shape[0]
     pidx = np.arange(P)
-    nptr, npair, nsign = _csr(n, np.r_[pa, pb], np.r_[pidx, pidx],
-                              np.r_[np.ones(P, np.int64), -np.ones(P, np.int64)])
+    if x_update == "generic":
+        nptr, npair, nsign = _csr(n, np.r_[pa, pb], np.r_[pidx, pidx],
+                                  np.r_[np.ones(P, np.int64), -np.ones(P, np.int64)])
+    else:   # eq. (16): x_i sees only the pairs (i, j) it heads
+        nptr, npair, nsign = _csr(n, pa, pidx, np.ones(P, np.int64))
     optr, opair = _csr(n, pa, pidx)
 
     if X0 is not None:

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     consensus,
     conservative,
     convention,
+    pdmm_printed,
     pdmm_rate,
     remark1,
     squared_penalty,
