@@ -1,4 +1,5 @@
-"""``python -m benchmarks [--quick] [--out DIR] [--cases a,b,...]``."""
+"""``python -m benchmarks [--quick] [--out DIR] [--cases a,b,...]``, or
+``python -m benchmarks setup-peers --ccmm-src PATH`` (optional peers: :mod:`benchmarks.peers`)."""
 
 import argparse
 import sys
@@ -7,6 +8,10 @@ from .suite import CASES, run
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["setup-peers"]:
+        from .peers import setup_peers
+        return setup_peers(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m benchmarks",
                                  description="convexfl solver benchmarks (table, JSON, PNG)")
     ap.add_argument("--quick", action="store_true",
