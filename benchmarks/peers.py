@@ -119,7 +119,8 @@ def ccmm_path(A, graph, lams, *, eps_conv: float = 1e-6, max_iter_conv: int = 50
     X : array (len(lams), N, d)
         Its solutions, in the coordinates of ``A`` (CCMM's centring undone).
     info : dict
-        ``n_clusters``, ``n_iter`` per λ (CCMM's own counts), ``time_s`` (wall clock around
+        ``n_clusters``, ``n_iter``, ``loss`` per λ (CCMM's own counts and its scaled loss
+        ``L``), ``time_s`` (wall clock around
         ``CCMM(...)`` and ``convex_clusterpath``: its set-up, e.g. the median distance for
         ``eps_fusions``, included) and ``lam_ccmm``.
     """
@@ -136,7 +137,8 @@ def ccmm_path(A, graph, lams, *, eps_conv: float = 1e-6, max_iter_conv: int = 50
     n, d = A.shape
     X = fit.coordinates.reshape(len(lams), n, d) + A.mean(axis=0)
     return X, {"n_clusters": fit.info["clusters"].to_numpy(int),
-               "n_iter": fit.info["iterations"].to_numpy(int), "time_s": elapsed,
+               "n_iter": fit.info["iterations"].to_numpy(int),
+               "loss": fit.info["loss"].to_numpy(float), "time_s": elapsed,
                "lam_ccmm": lam_c}
 
 
