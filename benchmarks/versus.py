@@ -4,7 +4,9 @@ Every answer, convexfl's and CCMM's, is measured by the same yardstick: convexfl
 certificate (:func:`convexfl.certificates.kkt_residual`) of its ``X`` at the same (SON) λ,
 and the (SON) objective ``F(X)``. convexfl's methods stop at a certified residual ≤ 1e-6;
 CCMM stops at a relative decrease of its loss below ``eps_conv``, shown at its default
-(1e-6) and at a tight 1e-14 (``max_iter_conv`` 1e5), with whatever certificate that gives.
+(1e-6) and at a tight 1e-14 (``max_iter_conv`` 1e5), with whatever certificate that gives;
+"ccmm tight, MM" also turns off its step doubling (``burnin_iter = max_iter_conv``: plain
+majorisation–minimisation), which it needs on some kNN instances to converge at all.
 λ is always in the (SON) convention and converted for CCMM by
 :func:`benchmarks.peers.ccmm_lambda`; CCMM is given convexfl's graph and weights.
 
@@ -31,7 +33,8 @@ Timing: wall clock, the minimum of :data:`ROUNDS` rounds (cvxpy: one), around
 ``convexfl.solve`` / ``son_path`` and around CCMM's ``CCMM(...)`` + ``convex_clusterpath``
 (its set-up, the median distance for its fusion threshold, included); certificates of CCMM's
 answers are computed afterwards, outside its time. "rel. gap" is ``(F − F_best)/|F_best|``
-with ``F_best`` the smallest objective on the instance (the path: the largest gap over λ).
+with ``F_best`` the smallest objective on the instance (the path: the largest gap over the
+λ > 0, where ``F_best > 0``).
 "t/t(auto)" is the row's time over convexfl ``auto``'s, so on CCMM rows it is the ratio
 CCMM time / convexfl time (> 1: convexfl faster). Timings on a shared machine are noisy:
 compare ratios within one run.
@@ -57,7 +60,9 @@ TOL = 1e-6
 ROUNDS = 3
 METHODS = ("auto", "admm", "ssnal")
 CCMM = {"ccmm default": {"eps_conv": 1e-6, "max_iter_conv": 5000},
-        "ccmm tight": {"eps_conv": 1e-14, "max_iter_conv": 100_000}}
+        "ccmm tight": {"eps_conv": 1e-14, "max_iter_conv": 100_000},
+        "ccmm tight, MM": {"eps_conv": 1e-14, "max_iter_conv": 100_000,
+                           "burnin_iter": 100_000}}
 KNN_LAM = 3.0
 
 
@@ -209,13 +214,14 @@ def case_ccmm_path(quick):
 
 
 def _finish_path(rows):
-    """Path version of :func:`_finish`: the largest gap over λ to the best per λ."""
+    """Path version of :func:`_finish`: the largest gap to the best per λ, over λ > 0."""
     live = [r for r in rows if r["time_s"] is not None]
     best = np.min([r["objectives"] for r in live], axis=0)
+    pos = best > 0  # F = 0 exactly at λ = 0
     t_auto = rows[0]["time_s"]
     for r in rows:
         r["rel_gap"] = None if r["time_s"] is None else \
-            float(np.max((np.asarray(r["objectives"]) - best) / np.abs(best)))
+            float(np.max((np.asarray(r["objectives"])[pos] - best[pos]) / best[pos]))
         r["vs_auto"] = None if r["time_s"] is None else r["time_s"] / t_auto
     return rows
 

@@ -94,3 +94,14 @@ def test_single_instance_rows(monkeypatch):
     assert all(r["certified"] and r["kkt"] <= versus.TOL for r in rows[:3])
     assert min(r["rel_gap"] for r in rows[:3]) == 0.0
     assert rows[0]["vs_auto"] == 1.0
+
+
+@needs_ccmm
+def test_ccmm_weights_match_ccmms_own_knn_weights():
+    from ccmmpy import SparseWeights
+
+    A = np.random.default_rng(2).standard_normal((50, 3))
+    own = SparseWeights(A, k=5, phi=0.0, connected=False, scale=False)  # w = 1 on kNN pairs
+    ours = peers.ccmm_weights(cfl.graphs.knn(A, 5))
+    np.testing.assert_array_equal(ours.indices(), own.indices())
+    np.testing.assert_array_equal(ours.values(), own.values())
