@@ -255,35 +255,40 @@ def print_table(rows):
               f"{_fmt(r['n_clusters'], '5d')} {_fmt(r['vs_auto'], '9.2f')}  {r['note']}")
 
 
+PLOTTED = ("complete, planted", "kNN10, mixture")
+
+
 def plot(rows, path):
-    """Time vs N per (problem, contender); uncertified answers (KKT > 1e-6) crossed."""
+    """Time vs N per contender, one panel per instance family of :data:`PLOTTED`;
+    uncertified answers (KKT > 1e-6) crossed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = {}
-    for r in rows:
-        if r["lam"] is not None and r["time_s"] is not None:
-            series.setdefault(f"{r['problem']} / {r['contender']}", []).append(
-                (r["N"], r["time_s"], r["certified"]))
-    if not series:
+    rows = [r for r in rows if r["problem"] in PLOTTED and r["time_s"] is not None]
+    if not rows:
         return
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    colours = plt.get_cmap("tab20").colors
-    crossed = []
-    for c, (key, pts) in enumerate(sorted(series.items())):
-        pts.sort()
-        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", color=colours[c % 20],
-                  label=key, ms=4)
-        crossed += [p for p in pts if not p[2]]
-    if crossed:
-        ax.loglog([p[0] for p in crossed], [p[1] for p in crossed], "kx", ms=9, mew=1.5,
-                  label=f"KKT > {TOL:g} (convexfl's certificate)")
-    ax.set_xlabel("N (users)")
-    ax.set_ylabel("time [s] (min of rounds)")
-    ax.set_title("convexfl vs CCMM, one λ (SON); answers certified by convexfl")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6)
+    names = sorted({r["contender"] for r in rows})
+    colour = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
+    fig, axes = plt.subplots(1, len(PLOTTED), figsize=(11, 4.8), sharey=True)
+    for ax, family in zip(axes, PLOTTED, strict=True):
+        for name in names:
+            pts = sorted((r["N"], r["time_s"], r["certified"]) for r in rows
+                         if r["problem"] == family and r["contender"] == name)
+            if not pts:
+                continue
+            ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4,
+                      color=colour[name], label=name)
+            bad = [p for p in pts if not p[2]]
+            ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=9, mew=1.5)
+        ax.set_title(family)
+        ax.set_xlabel("N (users)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("time [s] (min of rounds)")
+    axes[0].plot([], [], "kx", label=f"KKT > {TOL:g} (convexfl's certificate)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("convexfl vs CCMM, one λ (SON); every answer measured by convexfl's "
+                 "certificate")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
