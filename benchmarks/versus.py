@@ -198,7 +198,8 @@ def case_ccmm_path(quick):
                                              progress=False))
     rows = [_path_row(prob, "convexfl auto", t, path.objective, path.kkt_residual,
                       path.n_clusters, f"{int(path.converged.sum())}/{len(lams)} certified; "
-                      f"solves {path.time_s.sum():.2f} s + λ̂ = {path.lam_hat:.4g}")]
+                      f"solves {path.time_s.sum():.2f} s; λ̂ = {path.lam_hat:.4g} (an exact SOCP, "
+                      "in the time)")]
     if not have_ccmm():
         rows.append(_path_row(prob, "ccmm", None, [np.nan], [np.nan], [0], SKIPPED))
         return _finish_path(rows, lams)
