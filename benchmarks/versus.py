@@ -201,7 +201,7 @@ def case_ccmm_path(quick):
                       f"solves {path.time_s.sum():.2f} s; λ̂ = {path.lam_hat:.4g} (an exact SOCP, "
                       "in the time)")]
     if not have_ccmm():
-        rows.append(_path_row(prob, "ccmm", None, [np.nan], [np.nan], [0], SKIPPED))
+        rows.append(dict(_skipped_row(rows[0]["problem"], prob), lam=None))
         return _finish_path(rows, lams)
     for name, opts in CCMM.items():
         X, info = _ccmm_min(A, graph, lams, opts)
@@ -241,7 +241,7 @@ def _finish_path(rows, lams):
 
 
 def _fmt(v, spec):
-    return "—" if v is None else format(v, spec)
+    return format(v, spec) if v is not None else "—".rjust(int(spec.split(".")[0].rstrip("df")))
 
 
 def print_table(rows):
@@ -261,14 +261,14 @@ PLOTTED = ("complete, planted", "kNN10, mixture")
 
 def plot(rows, path):
     """Time vs N per contender, one panel per instance family of :data:`PLOTTED`;
-    uncertified answers (KKT > 1e-6) crossed."""
+    uncertified answers (KKT > 1e-6) crossed. Returns whether there was anything to plot."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r["problem"] in PLOTTED and r["time_s"] is not None]
     if not rows:
-        return
+        return False
     names = sorted({r["contender"] for r in rows})
     colour = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
     fig, axes = plt.subplots(1, len(PLOTTED), figsize=(11, 4.8), sharey=True)
@@ -293,6 +293,7 @@ def plot(rows, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
 
 
 def run(*, quick: bool, out: str, cases=CASES):
@@ -314,6 +315,6 @@ def run(*, quick: bool, out: str, cases=CASES):
     print_table(rows)
     print(f"JIT warm-up (not in the times above): {warmup:.2f} s; times: min of {ROUNDS} "
           "rounds on a shared machine — compare ratios within this run")
-    plot(rows, os.path.join(out, "ccmm_time_vs_n.png"))
-    print(f"wrote {out}/ccmm_results.json and {out}/ccmm_time_vs_n.png")
+    png = plot(rows, os.path.join(out, "ccmm_time_vs_n.png"))
+    print(f"wrote {out}/ccmm_results.json" + (f" and {out}/ccmm_time_vs_n.png" if png else ""))
     return rows
