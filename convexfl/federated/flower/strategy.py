@@ -1,4 +1,10 @@
-"""The server side of any convexfl algorithm as a Flower (Message API) ``Strategy``."""
+"""The server side of any convexfl algorithm as a Flower (Message API) ``Strategy``.
+
+Why this file is over 700 lines: it is one class, :class:`AlgorithmStrategy`, whose methods
+are one state machine (discover and greet the nodes, play a round, store states, checkpoint
+and resume) sharing the strategy's fields; split across files, each half would need the
+other's private state.
+"""
 
 from __future__ import annotations
 
