@@ -264,3 +264,23 @@ def atomic_write_text(path, text: str) -> None:
     """:func:`atomic_write` of ``text``, creating the folder if needed."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: fh.write(text))
+
+
+def source_fingerprint(*modules) -> str:
+    """A hash of the Python source of ``modules`` (packages: every ``.py`` file under them;
+    default: convexfl itself). Saved next to resumable results (report sections, theory
+    checks) so that a result computed by other code is run again, not reused."""
+    import hashlib
+    import importlib
+
+    modules = modules or ("convexfl",)
+    digest = hashlib.sha256()
+    for name in modules:
+        mod = importlib.import_module(name)
+        root = Path(mod.__file__).parent
+        files = sorted(root.rglob("*.py")) if mod.__file__.endswith("__init__.py") else \
+            [Path(mod.__file__)]
+        for f in files:
+            digest.update(f.relative_to(root.parent).as_posix().encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]

@@ -22,7 +22,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from ._io import atomic_write_text
+from ._io import atomic_write_text, source_fingerprint
 
 SECTIONS: dict = {}
 SECTION_EXTRAS: dict = {}  # section name -> the optional extras it needs
@@ -60,13 +60,24 @@ def _atomic_json(path: Path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, default=_jsonable))
 
 
-def _finished(path: Path, quick: bool):
-    """The saved result of a finished section, or ``None`` (missing, torn or unfinished)."""
+def _code_modules() -> tuple[str, ...]:
+    """The packages whose source a section's result depends on: convexfl, and the theory
+    checks where they are importable (the ``theory_checks`` section runs them)."""
+    import importlib.util
+
+    return ("convexfl",) + (("theory_checks",) if importlib.util.find_spec("theory_checks")
+                            else ())
+
+
+def _finished(path: Path, quick: bool, code: str):
+    """The saved result of a finished section, or ``None`` (missing, torn, unfinished, or
+    computed by other source code: ``code`` is :func:`convexfl._io.source_fingerprint`)."""
     try:
         prev = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if isinstance(prev, dict) and prev.get("quick") == quick and prev.get("status") == "done":
+    if (isinstance(prev, dict) and prev.get("quick") == quick and prev.get("code") == code
+            and prev.get("status") == "done"):
         return prev
     return None
 
@@ -113,6 +124,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
     if out.exists() and not out.is_dir():
         raise ValueError(f"out: {str(out)!r} exists and is not a folder")
     names = _selected(only)
+    code = source_fingerprint(*_code_modules())
     done = {}
     token = _PROGRESS.set(bool(progress))  # long sections show their own progress inside
     try:
@@ -120,7 +132,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
         for name in bar:
             bar.set_postfix_str(name)
             path = out / "sections" / f"{name}.json"
-            prev = None if fresh else _finished(path, quick)
+            prev = None if fresh else _finished(path, quick, code)
             if prev is not None:
                 done[name] = prev
                 continue
@@ -134,7 +146,7 @@ def run_report(*, quick: bool = False, out="convexfl-report", only=None, fresh: 
             except Exception:  # report it and go on: the other sections still run
                 result = {"title": name, "text": "This section failed:\n" + traceback.format_exc(),
                           "figures": [], "data": {}, "status": "failed"}
-            result.update(quick=quick, seconds=time.perf_counter() - start, name=name)
+            result.update(quick=quick, seconds=time.perf_counter() - start, name=name, code=code)
             _atomic_json(path, result)
             done[name] = result
     finally:

@@ -222,6 +222,36 @@ def test_report_reruns_a_failed_section_and_keeps_the_others(tmp_path):
         report.SECTIONS.pop("_rel_flaky")
 
 
+def test_results_of_other_source_code_are_run_again(tmp_path):
+    """A finished theory check or report section saved by other code (another commit, an
+    edited check) is computed again, not reused: resuming must not serve stale results."""
+    out = tmp_path / "tc"
+    theory_checks.run_checks(["armacki.thm4"], out=out, progress=False)
+    path = out / "checks" / "armacki.thm4.json"
+    record = json.loads(path.read_text())
+    assert record["code"] == cfl._io.source_fingerprint("convexfl", "theory_checks")
+    theory_checks.run_checks(["armacki.thm4"], out=out, progress=False)
+    assert json.loads(path.read_text())["details"] == record["details"]  # same code: reused
+    save_json_atomic(path, {**record, "details": "STALE", "code": "other"})
+    (res,) = theory_checks.run_checks(["armacki.thm4"], out=out, progress=False)
+    assert res.details == record["details"]
+    assert json.loads(path.read_text())["code"] == record["code"]
+
+    calls = []
+    report.section("_rel_code")(lambda out, quick: calls.append(1) or {
+        "title": "c", "text": "", "figures": [], "data": {}})
+    try:
+        report.run_report(out=tmp_path / "r", only=["_rel_code"], progress=False)
+        report.run_report(out=tmp_path / "r", only=["_rel_code"], progress=False)
+        assert len(calls) == 1
+        section = tmp_path / "r" / "sections" / "_rel_code.json"
+        report._atomic_json(section, {**json.loads(section.read_text()), "code": "other"})
+        report.run_report(out=tmp_path / "r", only=["_rel_code"], progress=False)
+        assert len(calls) == 2
+    finally:
+        report.SECTIONS.pop("_rel_code")
+
+
 def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
     path = tmp_path / "sections" / "s.json"
     report._atomic_json(path, {"status": "done"})

@@ -8,6 +8,8 @@ import time
 import traceback
 from pathlib import Path
 
+from convexfl._io import source_fingerprint
+
 from .registry import REGISTRY, Control, Outcome, load_json, save_json_atomic, save_text_atomic
 
 
@@ -15,7 +17,8 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
                resume: bool = True, progress: bool | str = True) -> list[Outcome]:
     """Run the checks ``ids`` (default all) and write one JSON per check under ``out/checks``.
 
-    A check already finished in ``out`` with the same ``seed`` and ``quick`` is not run
+    A check already finished in ``out`` with the same ``seed``, ``quick`` and source code
+    (:func:`convexfl._io.source_fingerprint` of convexfl and theory_checks) is not run
     again (``resume``); a check file that cannot be read back (torn, truncated) counts as
     not finished. An exception inside a check is reported as ``inconclusive`` with its
     traceback, never lost. ``progress="nested"`` draws the bar under an outer one (the
@@ -34,6 +37,7 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
     unknown = [i for i in ids if i not in REGISTRY]
     if unknown:
         raise ValueError(f"only: unknown check id(s) {unknown}; see --list")
+    code = source_fingerprint("convexfl", "theory_checks")
     results = []
     bar = tqdm(ids, desc="theory checks", disable=not progress, unit="check",
                leave=progress != "nested", position=1 if progress == "nested" else None)
@@ -41,14 +45,15 @@ def run_checks(ids=None, *, quick: bool = False, seed: int = 0, out="theory-chec
         bar.set_postfix_str(cid)
         path = out / "checks" / f"{cid}.json"
         done = load_json(path) if resume else None
-        if isinstance(done, dict) and done.get("seed") == seed and done.get("quick") == quick:
+        if (isinstance(done, dict) and done.get("seed") == seed
+                and done.get("quick") == quick and done.pop("code", None) == code):
             try:
                 results.append(Outcome.from_dict(done))
                 continue
             except (TypeError, ValueError, KeyError):
                 pass  # not a finished check's record: run it again
         results.append(_run_one(cid, quick, seed, out))
-        save_json_atomic(path, results[-1].to_dict())
+        save_json_atomic(path, {**results[-1].to_dict(), "code": code})
     return results
 
 
