@@ -113,12 +113,12 @@ def test_sigma_stops_growing_once_primal_residual_is_negligible():
         assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
 
 
-def test_auto_picks_admm_on_large_dense_graphs_and_ssnal_on_sparse():
+def test_auto_picks_ssnal_for_the_quadratic_loss_on_dense_and_sparse_graphs():
     rng = np.random.default_rng(2)
-    A = rng.standard_normal((120, 2))
+    A = rng.standard_normal((200, 2))
     loss = cfl.losses.Quadratic(A)
-    dense = cfl.solve(cfl.SumOfNorms(loss, cfl.graphs.complete(120), 0.01), method="auto")
-    assert dense.method == "admm" and dense.converged
+    dense = cfl.solve(cfl.SumOfNorms(loss, cfl.graphs.complete(200), 0.01), method="auto")
+    assert dense.method == "ssnal" and dense.converged
     g = cfl.graphs.knn(A, 5, warn_disconnected=False)
     sparse = cfl.solve(cfl.SumOfNorms(loss, g, 0.1), method="auto")
     assert sparse.method == "ssnal" and sparse.converged

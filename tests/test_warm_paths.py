@@ -149,3 +149,25 @@ def test_coarsening_waits_for_the_partition_to_halve():
 def test_coarsen_option_is_checked():
     with pytest.raises((TypeError, ValueError), match="coarsen"):
         cfl.solve(mixture_knn(n=50), method="admm", coarsen="yes")
+
+
+def test_polish_stops_at_its_deadline_and_says_so():
+    """A polish given a deadline already past takes its first Newton step only and reports
+    failure (the candidate is then certified as it is, never called polished); without a
+    deadline the same polish converges. Certifier.__call__ gives polishes during the
+    iterations such deadlines (POLISH_SHARE of the run, at least POLISH_FLOOR seconds)."""
+    import time
+
+    from convexfl.solvers._common import polish
+
+    loss, graph = triangle_groups()
+    prob = cfl.SumOfNorms(loss, graph, 0.02)
+    labels = np.repeat(np.arange(3), 6)
+    W0 = cluster_means(loss.F, labels)
+    _, W_full, ok_full = polish(prob, labels, W0)
+    _, W_cut, ok_cut = polish(prob, labels, W0, deadline=time.perf_counter() - 1.0)
+    assert ok_full and not ok_cut
+    assert not np.allclose(W_cut, W0)  # the first step was taken
+    assert np.abs(W_cut - W_full).max() > 1e-12  # but not the ones after it
+    sol = cfl.solve(prob, method="ssnal", tol=1e-10)
+    np.testing.assert_allclose(W_full[labels], sol.X, atol=1e-8)

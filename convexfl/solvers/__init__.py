@@ -17,11 +17,15 @@ Methods
     Semismooth-Newton augmented Lagrangian for convex clustering (quadratic loss only;
     :mod:`convexfl.solvers.ssnal`), the fastest here at certified accuracy.
 ``"auto"`` (the default)
-    For the quadratic loss ``"ssnal"`` on sparse graphs and ``"admm"`` on dense ones
-    (N ≥ 100 and ≥ a quarter of all pairs; measured with ``python -m benchmarks``: complete
-    N = 400, ADMM 0.13 s vs SSNAL 0.28 s; kNN10 N = 1e4, SSNAL 2.2 s vs ADMM 1.2 s but
-    N = 5e4, ADMM far slower — 20000 iterations without certifying); ``"admm"`` for other
-    losses (``"cvxpy"`` for the squared penalty).
+    ``"ssnal"`` for the quadratic loss, ``"admm"`` for the others (``"cvxpy"`` for the
+    squared penalty). Measured by ``python -m benchmarks.auto_rule`` on this 2-core machine,
+    2026-11-25 (time to KKT ≤ 1e-6; docs/solvers.md), from N clusters to one: complete
+    graph, N = 1000, SSNAL 0.2–0.9 s vs ADMM 0.8–7.9 s; N = 400, SSNAL 0.03–0.27 s vs ADMM
+    0.13–1.7 s; N = 150, ADMM/SSNAL from 0.18 to 11 (0.008–0.26 s either way). kNN10
+    mixture: N = 1e4, SSNAL 3.0 s vs ADMM 25 s at 9929 clusters, both ~80 s at ~7000 (ADMM
+    uncertified), ADMM 1.3–1.5 s vs SSNAL 3.4–6.5 s at 7–11 clusters. No cheap test of the
+    cluster count before solving was found, so ``auto`` takes the method whose worst case
+    is mildest.
 
 Every method works in the standard units of :mod:`convexfl.units` (data centred, of unit
 spread; the solution is reported in yours), so its tolerances mean the same at any data scale
@@ -98,10 +102,6 @@ def _auto(prob, **options):
         return solve_reference(prob, **options)
     loss = getattr(prob, "loss", None)
     if loss is not None and loss.code == QUADRATIC:
-        graph = getattr(prob, "graph", None)
-        n = getattr(prob, "n_users", 0)
-        if graph is not None and n >= 100 and graph.n_edges >= 0.25 * n * (n - 1):
-            return _admm(prob, **options)  # dense graphs: measured faster (benchmarks/)
         return _ssnal(prob, **options)
     return _admm(prob, **options)
 
