@@ -212,19 +212,35 @@ def factor_spd(M):
 
 
 def _potential_factor(n, edges, w):
-    """``(comp, counts, free, lu)`` for the fused subgraph with weights ``w``; the LU of its
-    grounded Laplacian is cached (along a path only λ changes, and it only scales)."""
+    """``(comp, counts, free, lu, clique_scale)`` for the fused subgraph with weights ``w``.
+
+    A component that is a complete graph with one weight ``w_k`` (a clique, as on complete
+    uniform graphs) needs no factorisation: there ``L_w φ = −e`` with ``Σ e = 0`` is solved
+    by ``φ = −e/(w_k n_k)``, and ``clique_scale`` holds ``w_k n_k`` on its nodes (0
+    elsewhere). The LU of the grounded Laplacian of the other components (``free`` nodes) is
+    cached (along a path only λ changes, and it only scales)."""
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.get(key)
     if hit is None:
         i, j = edges.T
         adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-        _, comp = connected_components(adj, directed=False)
-        lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
-        free = np.ones(n, bool)
+        n_comp, comp = connected_components(adj, directed=False)
+        counts = np.bincount(comp, minlength=n_comp)
+        ce = comp[i]
+        wmax = np.zeros(n_comp)
+        wmin = np.full(n_comp, np.inf)
+        np.maximum.at(wmax, ce, w)
+        np.minimum.at(wmin, ce, w)
+        clique = ((np.bincount(ce, minlength=n_comp) == counts * (counts - 1) // 2)
+                  & (wmin == wmax) & (counts > 1))
+        clique_scale = np.where(clique, wmax * counts, 0.0)[comp]
+        free = ~clique[comp]
         free[np.unique(comp, return_index=True)[1]] = False
-        lu = factor_spd(lap[free][:, free]) if np.any(free) else None
-        hit = (comp, np.bincount(comp), free, lu)
+        lu = None
+        if np.any(free):
+            lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
+            lu = factor_spd(lap[free][:, free])
+        hit = (comp, counts, free, lu, clique_scale)
         _POTENTIAL_CACHE.clear()  # one entry: the factor can be large
         _POTENTIAL_CACHE[key] = hit
     return hit
@@ -232,7 +248,7 @@ def _potential_factor(n, edges, w):
 
 def _potential_solver(n, edges, w, lam=1.0):
     """A function ``R ↦ u`` with ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on each fused
-    component, ``c = λw`` (one sparse LU of ``L_w``, reused).
+    component, ``c = λw`` (one sparse LU of ``L_w``, reused; none for cliques).
 
     The flow moves every user's excess to its component's mean, ``R + B u = R̄`` (the
     smallest possible residual), with the least ``Σ_e ‖u_e‖²/c_e``: it is the projection onto
@@ -241,14 +257,16 @@ def _potential_solver(n, edges, w, lam=1.0):
     """
     from ._flow_kernels import centred_by_component, edge_flows
 
-    comp, counts, free, lu = _potential_factor(n, edges, w)
+    comp, counts, free, lu, clique_scale = _potential_factor(n, edges, w)
     cap = lam * w
+    in_clique = clique_scale > 0
 
     def flow(R):
+        excess = centred_by_component(np.ascontiguousarray(R), comp, counts)
         phi = np.zeros_like(R)
         if lu is not None:
-            excess = centred_by_component(np.ascontiguousarray(R), comp, counts)
             phi[free] = lu.solve(np.ascontiguousarray(-excess[free])) / lam
+        phi[in_clique] = -excess[in_clique] / (lam * clique_scale[in_clique, None])
         return edge_flows(phi, edges, cap)
 
     return flow

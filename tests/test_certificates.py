@@ -102,3 +102,39 @@ def test_certificate_argument_errors():
         kkt_residual(prob, X, flows=np.zeros((2, 3)))
     with pytest.raises(TypeError, match="prob: expected SumOfNorms"):
         kkt_residual("nope", X)
+
+
+def test_potential_flow_moves_every_excess_to_its_component_mean():
+    """The certificate's starting flow, on a fused subgraph mixing a uniform clique (closed
+    form, no factorisation), a clique with unequal weights and a path (sparse LU) and a
+    lone user: the residual is each component's mean, and the flow is the potential flow
+    ``u_e = c_e(φ_i − φ_j)`` with ``L_c φ = −(R − R̄)`` (dense pseudo-inverse here)."""
+    from convexfl._flow_kernels import flow_residual
+    from convexfl.certificates import _potential_solver
+
+    rng = np.random.default_rng(0)
+    clique = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+    uneven = [(5, 6), (5, 7), (6, 7)]
+    path = [(8, 9), (9, 10)]
+    edges = np.array(clique + uneven + path, dtype=np.int64)
+    w = np.r_[np.full(len(clique), 2.0), [1.0, 2.0, 3.0], [0.5, 4.0]]
+    n, lam = 12, 0.7
+    R = rng.standard_normal((n, 3))
+    u = _potential_solver(n, edges, w, lam)(R)
+    comps = [range(5), range(5, 8), range(8, 11), [11]]
+    left = flow_residual(R, edges, u)
+    for c in comps:
+        c = list(c)
+        np.testing.assert_allclose(left[c], np.tile(R[c].mean(axis=0), (len(c), 1)),
+                                   atol=1e-12)
+    L = np.zeros((n, n))
+    for (i, j), c_e in zip(edges, lam * w, strict=True):
+        L[[i, j], [i, j]] += c_e
+        L[i, j] -= c_e
+        L[j, i] -= c_e
+    excess = R.copy()
+    for c in comps:
+        excess[list(c)] -= R[list(c)].mean(axis=0)
+    phi = -np.linalg.pinv(L) @ excess
+    expected = (lam * w)[:, None] * (phi[edges[:, 0]] - phi[edges[:, 1]])
+    np.testing.assert_allclose(u, expected, atol=1e-12)

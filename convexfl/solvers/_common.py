@@ -322,7 +322,8 @@ class Certifier:
         prob = self.prob
         labels = components(prob.n_users, prob.graph.edges, fused_mask)
         W = cluster_means(X, labels)
-        ok = self._certify(W[labels], flows, self.tol).kkt_residual <= self.tol
+        X = W[labels]
+        ok = self._certify(X, flows, self.tol).kkt_residual <= self.tol
         if not ok and (self.do_polish or force_polish):
             key = hash(labels.tobytes())
             if force_polish or key != self.last_polished:
@@ -331,28 +332,34 @@ class Certifier:
                 deadline = None if force_polish else now + max(
                     POLISH_FLOOR, POLISH_SHARE * (now - self.t0) - self.polish_time)
                 ok = self._polish_and_certify(labels, W, flows, merge=force_polish,
-                                              deadline=deadline)
+                                              deadline=deadline, certified=X)
                 if not force_polish:
                     self.polish_time += time.perf_counter() - now
         self.time += time.perf_counter() - start
         return ok
 
-    def _polish_and_certify(self, labels, W, flows, merge=True, deadline=None):
+    def _polish_and_certify(self, labels, W, flows, merge=True, deadline=None,
+                            certified=None):
         """Newton on the reduced problem of ``labels``; if that does not certify and
         ``merge``, the merges of ``labels`` from its reduced problem (:meth:`_merged`), then
         Newton again. (Solvers ask for merges on warm partitions and on their last
         candidate only: early candidates are rarely refinements of the solution, and an
         inner solve for each would cost more than the iterations it saves.)"""
-        ok = self._newton_and_certify(labels, W, flows, deadline)
+        ok = self._newton_and_certify(labels, W, flows, deadline, certified)
         if ok or not merge:
             return ok
         merged, W = self._merged(labels, W)
         return merged is not None and self._newton_and_certify(merged, W, flows)
 
-    def _newton_and_certify(self, labels, W, flows, deadline=None):
+    def _newton_and_certify(self, labels, W, flows, deadline=None, certified=None):
+        """Newton on the reduced problem of ``labels`` from ``W``, then the certificate of
+        its result, unless that is ``certified`` (the candidate already certified, which
+        Newton left unchanged: e.g. a single cluster at its mean)."""
         lab2, W2, _ = polish(self.prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11),
                              deadline=deadline)
         if not np.all(np.isfinite(W2)):
+            return False
+        if certified is not None and np.array_equal(W2[lab2], certified):
             return False
         return self._certify(W2[lab2], flows, self.tol).kkt_residual <= self.tol
 
