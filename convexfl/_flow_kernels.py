@@ -29,6 +29,27 @@ def flow_residual(G, edges, u):
 
 
 @njit(cache=True)
+def moving_flows(G, X, edges, cap, dist, fused):
+    """The flows of the edges that are not fused, ``u_e = c_e (x_i − x_j)/‖x_i − x_j‖``, and
+    ``R = G + Bᵀu`` over them; one pass, zero flows on fused edges. Returns ``(R, u)``."""
+    R = G.copy()
+    d = G.shape[1]
+    u = np.zeros((edges.shape[0], d))
+    for e in range(edges.shape[0]):
+        if fused[e]:
+            continue
+        i = edges[e, 0]
+        j = edges[e, 1]
+        s = cap[e] / dist[e]
+        for k in range(d):
+            v = s * (X[i, k] - X[j, k])
+            u[e, k] = v
+            R[i, k] += v
+            R[j, k] -= v
+    return R, u
+
+
+@njit(cache=True)
 def project_flows(u, cap):
     """Project every row ``u_e`` onto the ball of radius ``c_e`` (in place); return ``u``."""
     d = u.shape[1]

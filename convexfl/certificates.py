@@ -168,15 +168,10 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     cap = lam * graph.weights
 
     # fixed part: gradients plus the flows of the non-fused edges
-    from ._flow_kernels import flow_residual
+    from ._flow_kernels import moving_flows
 
-    G = grad
-    moving = ~fused
-    u_all = np.zeros((graph.n_edges, prob.dim))
-    if np.any(moving):
-        i, j = graph.edges[moving].T
-        u_all[moving] = (cap[moving] / dist[moving])[:, None] * (X[i] - X[j])
-        G = flow_residual(G, np.ascontiguousarray(graph.edges[moving]), u_all[moving])
+    G, u_all = moving_flows(np.ascontiguousarray(grad, dtype=float),
+                            np.ascontiguousarray(X, dtype=float), graph.edges, cap, dist, fused)
     if lam == 0.0 or not np.any(fused):
         r = float(np.linalg.norm(G))
         return Certificate(r / (1 + gn), r, r, True, prob.objective(X), tol,
