@@ -1,8 +1,9 @@
-"""The measurements behind ``method="auto"``: SSNAL against ADMM over the cluster regimes.
+"""The measurements behind ``method="auto"``: SSNAL, ADMM and ``auto`` over the cluster
+regimes (``auto`` on sparse graphs: 100 ADMM iterations, then SSNAL warm-started).
 
 ``python -m benchmarks.auto_rule [--quick]`` prints, for each instance, the time of each
 method to a certified KKT ≤ 1e-6 (min of 2 solves after a warm-up), its cluster count and
-the ratio ADMM / SSNAL:
+the ratios ADMM / SSNAL and auto / SSNAL:
 
 - complete graph, 5 planted clusters in d = 5 (separation 30, N = 150 also at separation 3),
   λ = c · 2 max‖a_i − ā‖/N for c from 0.002 (N clusters) to 1.5 (one cluster),
@@ -26,7 +27,7 @@ from convexfl.datasets.armacki import planted_points
 
 from .versus import _connected_mixture, _knn
 
-METHODS = ("ssnal", "admm")
+METHODS = ("ssnal", "admm", "auto")
 COMPLETE_FACTORS = (0.002, 0.01, 0.05, 0.2, 0.6, 1.5)
 KNN_LAMS = (0.03, 0.3, 3.0, 30.0)
 
@@ -49,6 +50,7 @@ def _row(label, n, lam_text, prob):
         times[m] = t
         cells += [f"{m} {t:7.3f} s", f"K={sol.n_clusters:<5}", "cert" if sol.converged else "NOT"]
     cells.append(f"admm/ssnal {times['admm'] / times['ssnal']:6.2f}")
+    cells.append(f"auto/ssnal {times['auto'] / times['ssnal']:6.2f}")
     print("  ".join(cells), flush=True)
 
 

@@ -113,12 +113,27 @@ def test_sigma_stops_growing_once_primal_residual_is_negligible():
         assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
 
 
-def test_auto_picks_ssnal_for_the_quadratic_loss_on_dense_and_sparse_graphs():
+def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones():
+    from convexfl.solvers import AUTO_ADMM_ITER
+
     rng = np.random.default_rng(2)
     A = rng.standard_normal((200, 2))
     loss = cfl.losses.Quadratic(A)
     dense = cfl.solve(cfl.SumOfNorms(loss, cfl.graphs.complete(200), 0.01), method="auto")
     assert dense.method == "ssnal" and dense.converged
+    assert "admm_warm_up" not in dense.history
     g = cfl.graphs.knn(A, 5, warn_disconnected=False)
-    sparse = cfl.solve(cfl.SumOfNorms(loss, g, 0.1), method="auto")
+    # many near-degenerate clusters: ADMM does not certify in its first stage, SSNAL does
+    hard = cfl.SumOfNorms(loss, g, 0.1)
+    sparse = cfl.solve(hard, method="auto")
     assert sparse.method == "ssnal" and sparse.converged
+    stage = sparse.history["admm_warm_up"]
+    assert stage["n_iter"] == AUTO_ADMM_ITER and stage["kkt_residual"] > sparse.kkt_tol
+    assert sparse.time_s >= stage["time_s"]
+    assert sparse.n_clusters == cfl.solve(hard, method="ssnal").n_clusters
+    # every user its own cluster: ADMM certifies within its first stage
+    easy = cfl.solve(cfl.SumOfNorms(loss, g, 1e-3), method="auto")
+    assert easy.method == "admm" and easy.converged and easy.n_iter <= AUTO_ADMM_ITER
+    # a warm start (as along a path) goes to SSNAL directly
+    warm = cfl.solve(cfl.SumOfNorms(loss, g, 0.11), method="auto", warm_start=sparse)
+    assert warm.method == "ssnal" and "admm_warm_up" not in warm.history

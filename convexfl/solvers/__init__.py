@@ -17,15 +17,19 @@ Methods
     Semismooth-Newton augmented Lagrangian for convex clustering (quadratic loss only;
     :mod:`convexfl.solvers.ssnal`), the fastest here at certified accuracy.
 ``"auto"`` (the default)
-    ``"ssnal"`` for the quadratic loss, ``"admm"`` for the others (``"cvxpy"`` for the
-    squared penalty). Measured by ``python -m benchmarks.auto_rule`` on this 2-core machine,
-    2026-11-25 (time to KKT ≤ 1e-6; docs/solvers.md), from N clusters to one: complete
-    graph, N = 1000, SSNAL 0.2–0.9 s vs ADMM 0.8–7.9 s; N = 400, SSNAL 0.03–0.27 s vs ADMM
-    0.13–1.7 s; N = 150, ADMM/SSNAL from 0.18 to 11 (0.008–0.26 s either way). kNN10
-    mixture: N = 1e4, SSNAL 3.0 s vs ADMM 25 s at 9929 clusters, both ~80 s at ~7000 (ADMM
-    uncertified), ADMM 1.3–1.5 s vs SSNAL 3.4–6.5 s at 7–11 clusters. No cheap test of the
-    cluster count before solving was found, so ``auto`` takes the method whose worst case
-    is mildest.
+    For the quadratic loss: ``"ssnal"`` on dense graphs (at least a quarter of all pairs)
+    and when a warm start is given (paths); on sparse graphs, first ``AUTO_ADMM_ITER`` = 100
+    ADMM iterations without polishing (certified as they go), then, if they did not
+    certify, ``"ssnal"`` warm-started from them. ``"admm"`` for the other losses
+    (``"cvxpy"`` for the squared penalty). Measured by ``python -m benchmarks.auto_rule``
+    on this 2-core machine, 2026-11-25 (time to KKT ≤ 1e-6; docs/solvers.md), from N
+    clusters to one. Complete graph: N = 1000, SSNAL 0.2–0.9 s vs ADMM 0.8–7.9 s; N = 400,
+    SSNAL 0.03–0.27 s vs ADMM 0.13–1.7 s; N = 150, ADMM/SSNAL from 0.18 to 11 (0.008–0.26 s
+    either way). kNN10 mixture, N = 1e4: with 9929 clusters ADMM 29 s, SSNAL 3.4 s, the
+    two stages 3.7 s; with 11, ADMM 1.5 s, SSNAL 3.6 s, the two stages 0.8 s; with 7, ADMM
+    1.6 s, SSNAL 7.3 s, the two stages 1.9 s. N = 3000 with 2124 clusters: ADMM 24 s
+    (uncertified), SSNAL 2.7 s, the two stages 2.2 s. Worst case measured for the two
+    stages: N = 1000 with 719 clusters, 1.1 s against SSNAL's 0.6 s.
 
 Every method works in the standard units of :mod:`convexfl.units` (data centred, of unit
 spread; the solution is reported in yours), so its tolerances mean the same at any data scale
@@ -101,9 +105,32 @@ def _auto(prob, **options):
     if isinstance(prob, SquaredPenalty):
         return solve_reference(prob, **options)
     loss = getattr(prob, "loss", None)
-    if loss is not None and loss.code == QUADRATIC:
+    if loss is None or loss.code != QUADRATIC:
+        return _admm(prob, **options)
+    graph = getattr(prob, "graph", None)
+    n = getattr(prob, "n_users", 0)
+    warm = any(options.get(k) is not None for k in ("X0", "flows0", "warm_start"))
+    if warm or graph is None or graph.n_edges >= 0.25 * n * (n - 1) / 2:
         return _ssnal(prob, **options)
-    return _admm(prob, **options)
+    return _admm_then_ssnal(prob, **options)
+
+
+AUTO_ADMM_ITER = 100  # ADMM iterations before SSNAL on sparse graphs (method="auto")
+
+
+def _admm_then_ssnal(prob, **options):
+    """``AUTO_ADMM_ITER`` ADMM iterations without polishing, certified as they go; if they do
+    not certify, SSNAL warm-started from their iterate and flows. ``history["admm_warm_up"]``
+    records the first stage; ``time_s`` counts both."""
+    tol = {"tol": options["tol"]} if "tol" in options else {}
+    first = _admm(prob, max_iter=AUTO_ADMM_ITER, polish=False, **tol)
+    if first.converged:
+        return first
+    sol = _ssnal(prob, warm_start=first, **options)
+    sol.history["admm_warm_up"] = {"n_iter": first.n_iter, "time_s": first.time_s,
+                                   "kkt_residual": first.kkt_residual}
+    sol.time_s += first.time_s
+    return sol
 
 
 METHODS = {"cvxpy": solve_reference, "admm": _admm, "pdmm": _pdmm, "ssnal": _ssnal,
