@@ -277,9 +277,9 @@ def source_fingerprint(*modules) -> str:
     digest = hashlib.sha256()
     for name in modules:
         mod = importlib.import_module(name)
-        root = Path(mod.__file__).parent
-        files = sorted(root.rglob("*.py")) if mod.__file__.endswith("__init__.py") else \
-            [Path(mod.__file__)]
+        source = Path(mod.__file__)
+        root = source.parent
+        files = sorted(root.rglob("*.py")) if source.name == "__init__.py" else [source]
         for f in files:
             digest.update(f.relative_to(root.parent).as_posix().encode())
             digest.update(f.read_bytes())
