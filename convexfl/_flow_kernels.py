@@ -165,3 +165,58 @@ def edge_flows(phi, edges, cap):
         for k in range(phi.shape[1]):
             u[e, k] = cap[e] * (phi[edges[e, 0], k] - phi[edges[e, 1], k])
     return u
+
+
+@njit(cache=True)
+def _root(parent, i):
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]  # path halving
+        i = parent[i]
+    return i
+
+
+@njit(cache=True)
+def masked_components(n, edges, mask):
+    """Connected components of the graph on ``n`` nodes with the edges where ``mask`` holds
+    (union–find): labels ``0..K−1`` numbered by each component's smallest node (the order of
+    :func:`scipy.sparse.csgraph.connected_components`), and ``K``."""
+    parent = np.arange(n)
+    for e in range(edges.shape[0]):
+        if mask[e]:
+            a = _root(parent, edges[e, 0])
+            b = _root(parent, edges[e, 1])
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    labels = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        r = _root(parent, i)
+        if r == i:
+            labels[i] = k
+            k += 1
+        else:
+            labels[i] = labels[r]  # r < i: labelled already
+    return labels, k
+
+
+@njit(cache=True)
+def clique_components(comp, counts, edges, w):
+    """For each component (``edges`` all lie inside components): whether its edges form a
+    complete graph with one weight (``K(K−1)/2`` edges, ``min w = max w``, ``K > 1``; ``edges``
+    without duplicates, as a graph's always are), and its largest weight. Returns
+    ``(clique, w_max)``."""
+    k = counts.size
+    n_edges = np.zeros(k, np.int64)
+    wmin = np.full(k, np.inf)
+    wmax = np.full(k, -np.inf)
+    for e in range(edges.shape[0]):
+        c = comp[edges[e, 0]]
+        n_edges[c] += 1
+        wmin[c] = min(wmin[c], w[e])
+        wmax[c] = max(wmax[c], w[e])
+    out = np.empty(k, np.bool_)
+    for c in range(k):
+        out[c] = (counts[c] > 1 and n_edges[c] == counts[c] * (counts[c] - 1) // 2
+                  and wmin[c] == wmax[c])
+    return out, wmax
+

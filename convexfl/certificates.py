@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import splu
 
 from ._validation import as_float_array, as_int, as_scalar
@@ -217,22 +216,18 @@ def _potential_factor(n, edges, w):
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.get(key)
     if hit is None:
-        i, j = edges.T
-        adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-        n_comp, comp = connected_components(adj, directed=False)
+        from ._flow_kernels import clique_components, masked_components
+
+        comp, n_comp = masked_components(n, edges, np.ones(len(edges), np.bool_))
         counts = np.bincount(comp, minlength=n_comp)
-        ce = comp[i]
-        wmax = np.zeros(n_comp)
-        wmin = np.full(n_comp, np.inf)
-        np.maximum.at(wmax, ce, w)
-        np.minimum.at(wmin, ce, w)
-        clique = ((np.bincount(ce, minlength=n_comp) == counts * (counts - 1) // 2)
-                  & (wmin == wmax) & (counts > 1))
-        clique_scale = np.where(clique, wmax * counts, 0.0)[comp]
+        clique, w_clique = clique_components(comp, counts, edges, w)
+        clique_scale = np.where(clique, w_clique * counts, 0.0)[comp]
         free = ~clique[comp]
         free[np.unique(comp, return_index=True)[1]] = False
         lu = None
         if np.any(free):
+            i, j = edges.T
+            adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
             lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
             lu = factor_spd(lap[free][:, free])
         hit = (comp, counts, free, lu, clique_scale)
@@ -242,8 +237,9 @@ def _potential_factor(n, edges, w):
 
 
 def _potential_solver(n, edges, w, lam=1.0):
-    """A function ``R ↦ u`` with ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on each fused
-    component, ``c = λw`` (one sparse LU of ``L_w``, reused; none for cliques).
+    """Functions ``R ↦ u`` and ``R ↦ R̄``: ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on
+    each fused component, ``c = λw`` (one sparse LU of ``L_w``, reused; none for cliques), and
+    ``R̄`` the mean of ``R`` over each component, on its nodes.
 
     The flow moves every user's excess to its component's mean, ``R + B u = R̄`` (the
     smallest possible residual), with the least ``Σ_e ‖u_e‖²/c_e``: it is the projection onto
@@ -256,15 +252,18 @@ def _potential_solver(n, edges, w, lam=1.0):
     cap = lam * w
     in_clique = clique_scale > 0
 
+    def excess(R):
+        return centred_by_component(np.ascontiguousarray(R), comp, counts)
+
     def flow(R):
-        excess = centred_by_component(np.ascontiguousarray(R), comp, counts)
+        e = excess(R)
         phi = np.zeros_like(R)
         if lu is not None:
-            phi[free] = lu.solve(np.ascontiguousarray(-excess[free])) / lam
-        phi[in_clique] = -excess[in_clique] / (lam * clique_scale[in_clique, None])
+            phi[free] = lu.solve(np.ascontiguousarray(-e[free])) / lam
+        phi[in_clique] = -e[in_clique] / (lam * clique_scale[in_clique, None])
         return edge_flows(phi, edges, cap)
 
-    return flow
+    return flow, lambda R: R - excess(R)
 
 
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
@@ -276,35 +275,40 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     with adaptive restart. ``upper`` is attained by a feasible flow; ``lower`` is the dual
     value at the current residual.
     """
-    from ._flow_kernels import fista, flow_dual, flow_residual, project_flows
+    from ._flow_kernels import (
+        fista,
+        flow_dual,
+        flow_residual,
+        project_flows,
+        sq_norm,
+    )
 
     edges = np.ascontiguousarray(edges)
     w = np.ascontiguousarray(w, dtype=float)
     cap = lam * w
     G = np.ascontiguousarray(G)
 
-    def project(u):
-        return project_flows(np.array(u, dtype=float, order="C"), cap)
+    def project(u):  # in place: u is always a fresh array here
+        return project_flows(u, cap)
 
     def norm_dual_residual(u):
         R = flow_residual(G, edges, u)
         return float(np.sqrt(np.sum(R * R))), flow_dual(R, G, edges, cap), R
 
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
-    if hint is not None and atarget is not None:
-        # a solver's stopping test: its own flows may already decide it (no factorisation)
-        u_h = project(hint)
-        up_h, low_h, _ = norm_dual_residual(u_h)
-        if up_h <= atarget:
-            return up_h, float(np.sqrt(2 * max(low_h, 0.0))), 0, u_h
-    potential = _potential_solver(G.shape[0], edges, w, lam)
-    u_pot = potential(G)
-    starts = [project(u_pot)] + ([] if hint is None else [project(hint)])
+    starts = [] if hint is None else [project(hint)]
     scored = [norm_dual_residual(v) for v in starts]
+    if scored and atarget is not None and scored[0][0] <= atarget:
+        # a solver's stopping test: its own flows decide it (no factorisation)
+        return scored[0][0], float(np.sqrt(2 * max(scored[0][1], 0.0))), 0, starts[0]
+    potential, means = _potential_solver(G.shape[0], edges, w, lam)
+    starts.append(project(potential(G)))
+    scored.append(norm_dual_residual(starts[-1]))
     best = int(np.argmin([sc[0] for sc in scored]))
     (upper, low_s, R), u = scored[best], starts[best]
-    # z = R(u_pot) (the component means) attains the unconstrained optimum: a lower bound
-    lower2 = max(flow_dual(flow_residual(G, edges, u_pot), G, edges, cap), low_s, 0.0)
+    # z = Ḡ (the component means, the residual of the unprojected potential flow) has no
+    # penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
+    lower2 = max(0.5 * sq_norm(means(G)), low_s, 0.0)
     it = 0
 
     def decided(up, low2):

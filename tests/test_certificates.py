@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from helpers import LOSS_NAMES, make_loss, reference
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import convexfl as cfl
@@ -120,13 +120,15 @@ def test_potential_flow_moves_every_excess_to_its_component_mean():
     w = np.r_[np.full(len(clique), 2.0), [1.0, 2.0, 3.0], [0.5, 4.0]]
     n, lam = 12, 0.7
     R = rng.standard_normal((n, 3))
-    u = _potential_solver(n, edges, w, lam)(R)
+    flow, means = _potential_solver(n, edges, w, lam)
+    u = flow(R)
     comps = [range(5), range(5, 8), range(8, 11), [11]]
     left = flow_residual(R, edges, u)
     for c in comps:
         c = list(c)
-        np.testing.assert_allclose(left[c], np.tile(R[c].mean(axis=0), (len(c), 1)),
-                                   atol=1e-12)
+        mean = np.tile(R[c].mean(axis=0), (len(c), 1))
+        np.testing.assert_allclose(left[c], mean, atol=1e-12)
+        np.testing.assert_allclose(means(R)[c], mean, atol=1e-12)
     L = np.zeros((n, n))
     for (i, j), c_e in zip(edges, lam * w, strict=True):
         L[[i, j], [i, j]] += c_e
@@ -138,3 +140,25 @@ def test_potential_flow_moves_every_excess_to_its_component_mean():
     phi = -np.linalg.pinv(L) @ excess
     expected = (lam * w)[:, None] * (phi[edges[:, 0]] - phi[edges[:, 1]])
     np.testing.assert_allclose(u, expected, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 120), st.integers(0, 2**32 - 1))
+def test_masked_components_are_scipys_connected_components(n, m, seed):
+    """The union–find of certificates and certifiers labels components exactly as scipy's
+    connected_components does (numbered by smallest node)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    from convexfl._flow_kernels import masked_components
+
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(0, n, (m, 2))
+    edges = np.ascontiguousarray(edges[edges[:, 0] != edges[:, 1]], dtype=np.int64)
+    mask = rng.random(len(edges)) < 0.5
+    labels, k = masked_components(n, edges.reshape(-1, 2), mask)
+    e = edges.reshape(-1, 2)[mask]
+    adj = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    k_ref, ref = connected_components(adj, directed=False)
+    assert k == k_ref
+    np.testing.assert_array_equal(labels, ref)

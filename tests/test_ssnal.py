@@ -137,3 +137,31 @@ def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones():
     # a warm start (as along a path) goes to SSNAL directly
     warm = cfl.solve(cfl.SumOfNorms(loss, g, 0.11), method="auto", warm_start=sparse)
     assert warm.method == "ssnal" and "admm_warm_up" not in warm.history
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_solve_runs_with_the_set_number_of_blas_threads(monkeypatch, threads):
+    """``solve`` limits BLAS to ``BLAS_THREADS`` threads while a method runs (None: the
+    library's own setting is left alone), and restores it afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import convexfl.solvers as solvers
+
+    def blas_threads():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    seen = []
+
+    def probe(prob, **options):
+        seen.append(blas_threads())
+        return solvers.METHODS["ssnal"](prob, **options)
+
+    monkeypatch.setitem(solvers.METHODS, "probe", probe)
+    monkeypatch.setattr(solvers, "BLAS_THREADS", threads)
+    A = np.random.default_rng(0).standard_normal((12, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(12), 0.05)
+    with threadpool_limits(2, user_api="blas"):  # so that a limit to 1 can be seen
+        before = blas_threads()
+        assert cfl.solve(prob, method="probe").converged
+        assert blas_threads() == before
+    assert seen == [[1] * len(before) if threads == 1 else before]

@@ -218,7 +218,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     else:
         from ..certificates import _potential_solver
         # the least-squares flow with g + B u = mean(g) = 0 on each component
-        flow = _potential_solver(n, graph.edges, graph.weights)(G) if graph.n_edges else None
+        flow = _potential_solver(n, graph.edges, graph.weights)[0](G) if graph.n_edges else None
         up = (float(np.max(np.linalg.norm(flow, axis=1) / graph.weights)) if graph.n_edges
               else math.inf)
         up_note = "max_e ‖u_e‖/w_e of the least-squares (potential) flow"

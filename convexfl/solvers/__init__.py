@@ -72,6 +72,7 @@ this module
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 from ..losses import uniqueness_caveat
@@ -81,7 +82,7 @@ from .base import IncompatibleLossError, NonUniqueWarning, Solution, SolverError
 from .reference import solve_reference
 
 __all__ = ["solve", "Solution", "SolverError", "IncompatibleLossError", "NonUniqueWarning",
-           "METHODS"]
+           "METHODS", "BLAS_THREADS"]
 
 
 def _admm(prob, **options):
@@ -165,12 +166,32 @@ def solve(prob, method: str = "auto", **options) -> Solution:
     except (KeyError, TypeError):
         raise ValueError(f"method: expected one of {sorted(METHODS)}, got {method!r}") from None
     units, std = standardise(prob)
-    if units is None or units.is_identity:
-        sol = fn(prob, **options)
-    else:
-        sol = units.solution_from(fn(std, **options_to(units, prob, options)), prob)
+    with _blas_limit():
+        if units is None or units.is_identity:
+            sol = fn(prob, **options)
+        else:
+            sol = units.solution_from(fn(std, **options_to(units, prob, options)), prob)
     _warn_if_not_unique(prob, sol)
     return sol
+
+
+BLAS_THREADS = 1  # BLAS threads inside solve(); None: leave the BLAS library's own setting
+_BLAS = []  # the threadpoolctl controller, made on first use
+
+
+def _blas_limit():
+    """A context with at most :data:`BLAS_THREADS` BLAS threads. The solvers' dense
+    factorisations are small (N ≤ 4000): measured on this 2-core machine with another
+    process busy, SSNAL on the complete graph N = 400 took 0.61 s with OpenBLAS's 2 threads
+    (a 400 × 400 Cholesky waiting ~0.5 s on a descheduled thread) and 0.055 s with one;
+    N = 1000: 0.41 s and 0.33 s (``python -m benchmarks.versus``). Set
+    ``convexfl.solvers.BLAS_THREADS = None`` to keep the library's threads."""
+    if BLAS_THREADS is None:
+        return contextlib.nullcontext()
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=BLAS_THREADS, user_api="blas")
 
 
 def _warn_if_not_unique(prob, sol):

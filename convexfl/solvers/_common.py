@@ -37,8 +37,8 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
+from .._flow_kernels import masked_components
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import factor_spd, kkt_residual
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
@@ -164,11 +164,9 @@ def user_minimisers(loss, X0=None, tol=1e-12):
 
 
 def components(n, edges, mask):
-    """Connected components of the graph of the edges where ``mask`` holds (labels 0..K-1)."""
-    e = edges[mask]
-    adj = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)).tocsr()
-    _, lab = connected_components(adj, directed=False)
-    return lab.astype(np.int64)
+    """Connected components of the graph of the edges where ``mask`` holds (labels 0..K-1,
+    numbered by smallest node)."""
+    return masked_components(n, edges, np.ascontiguousarray(mask, dtype=np.bool_))[0]
 
 
 def cluster_means(X, labels, k=None):
