@@ -168,6 +168,25 @@ def edge_flows(phi, edges, cap):
 
 
 @njit(cache=True)
+def node_gaps_sq(G, edges, cap):
+    """``Σ_i max(0, ‖G_i‖ − Σ_{e ∋ i} c_e)²``: a lower bound on ``‖G + Bᵀu‖²`` for every
+    feasible flow ``u`` (``‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} ‖u_e‖``)."""
+    node_cap = np.zeros(G.shape[0])
+    for e in range(edges.shape[0]):
+        node_cap[edges[e, 0]] += cap[e]
+        node_cap[edges[e, 1]] += cap[e]
+    total = 0.0
+    for i in range(G.shape[0]):
+        s = 0.0
+        for k in range(G.shape[1]):
+            s += G[i, k] * G[i, k]
+        gap = np.sqrt(s) - node_cap[i]
+        if gap > 0.0:
+            total += gap * gap
+    return total
+
+
+@njit(cache=True)
 def _root(parent, i):
     while parent[i] != i:
         parent[i] = parent[parent[i]]  # path halving

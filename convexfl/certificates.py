@@ -173,24 +173,27 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
                             np.ascontiguousarray(X, dtype=float), graph.edges, cap, dist, fused)
     if lam == 0.0 or not np.any(fused):
         r = float(np.linalg.norm(G))
-        return Certificate(r / (1 + gn), r, r, True, prob.objective(X), tol,
-                           int(fused.sum()), gn, 0, u_all)
-    hint = None
+        return _certificate(prob, X, dist, G, u_all, r, r, gn, tol, fused, rtol)
     if flows is not None:
         flows = as_float_array(flows, "flows", ndim=2)
         if flows.shape != (graph.n_edges, prob.dim):
             raise ValueError(f"flows: expected shape {(graph.n_edges, prob.dim)}, "
                              f"got {flows.shape}")
-        hint = flows[fused]
     atarget = None
     if target is not None:
         atarget = target * (1 + gn)
+    hint = None if flows is None else flows[fused]
     upper, lower, iters, u_all[fused] = _min_residual(G, graph.edges[fused],
                                                       graph.weights[fused], lam, hint, rtol,
                                                       max_iter, atarget)
+    return _certificate(prob, X, dist, G, u_all, upper, lower, gn, tol, fused, rtol, iters)
+
+
+def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, iters=0):
+    """The :class:`Certificate` of the flows ``u`` with ``‖G + Bᵀu_fused‖ = upper``."""
     exact = upper - lower <= rtol * upper + 1e-13 * (1.0 + float(np.linalg.norm(G)))
-    return Certificate(upper / (1 + gn), upper, lower, exact,
-                       prob.objective(X), tol, int(fused.sum()), gn, iters, u_all)
+    return Certificate(upper / (1 + gn), upper, lower, exact, prob.objective(X, dist), fuse_tol,
+                       int(fused.sum()), gn, iters, u)
 
 
 _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU);
@@ -279,6 +282,7 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         fista,
         flow_dual,
         flow_residual,
+        node_gaps_sq,
         project_flows,
         sq_norm,
     )
@@ -295,25 +299,29 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         R = flow_residual(G, edges, u)
         return float(np.sqrt(np.sum(R * R))), flow_dual(R, G, edges, cap), R
 
+    def decided(up, low2):
+        return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
+
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
     starts = [] if hint is None else [project(hint)]
     scored = [norm_dual_residual(v) for v in starts]
-    if scored and atarget is not None and scored[0][0] <= atarget:
-        # a solver's stopping test: its own flows decide it (no factorisation)
-        return scored[0][0], float(np.sqrt(2 * max(scored[0][1], 0.0))), 0, starts[0]
+    lower2 = 0.0
+    if atarget is not None:  # a solver's stopping test
+        # ‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} c_e for every feasible flow: a lower bound in one pass
+        lower2 = 0.5 * node_gaps_sq(G, edges, cap)
+        if scored and decided(scored[0][0], max(lower2, scored[0][1])):
+            # decided by the solver's own flows or by that bound: no factorisation
+            lower2 = max(lower2, scored[0][1], 0.0)
+            return scored[0][0], float(np.sqrt(2 * lower2)), 0, starts[0]
     potential, means = _potential_solver(G.shape[0], edges, w, lam)
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
     best = int(np.argmin([sc[0] for sc in scored]))
-    (upper, low_s, R), u = scored[best], starts[best]
+    (upper, _, R), u = scored[best], starts[best]
     # z = Ḡ (the component means, the residual of the unprojected potential flow) has no
     # penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
-    lower2 = max(0.5 * sq_norm(means(G)), low_s, 0.0)
+    lower2 = max(lower2, 0.5 * sq_norm(means(G)), *(sc[1] for sc in scored), 0.0)
     it = 0
-
-    def decided(up, low2):
-        return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
-
     if decided(upper, lower2):
         return upper, float(np.sqrt(2 * lower2)), it, u
     # alternating projections (capacity metric) between the flows that zero the excess and

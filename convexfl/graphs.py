@@ -154,10 +154,9 @@ class Graph:
         a, b = labels[self.edges[:, 0]], labels[self.edges[:, 1]]
         keep = a != b
         lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
-        w = sp.coo_matrix((self.weights[keep], (lo, hi)), shape=(k, k)).tocsr()
-        w.sum_duplicates()
-        coo = w.tocoo()
-        return Graph(k, np.c_[coo.row, coo.col], coo.data, kind=f"reduced({self.kind})")
+        pairs, at = np.unique(lo * np.int64(k) + hi, return_inverse=True)
+        w = np.bincount(at, weights=self.weights[keep], minlength=len(pairs))
+        return Graph(k, np.c_[pairs // k, pairs % k], w, kind=f"reduced({self.kind})")
 
     def subgraph_edges(self, mask) -> Graph:
         """The graph with only the edges where ``mask`` is true."""

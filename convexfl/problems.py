@@ -112,10 +112,13 @@ class SumOfNorms:
     def check_X(self, X, name: str = "X") -> np.ndarray:
         return check_matrix_rows(X, self.n_users, self.dim, name)
 
-    def objective(self, X) -> float:
-        """``F_λ(X)``; the one objective used by solvers, checks, tests and plots."""
+    def objective(self, X, distances=None) -> float:
+        """``F_λ(X)``; the one objective used by solvers, checks, tests and plots.
+        ``distances``: ``graph.distances(X)`` when already computed."""
         X = self.check_X(X)
-        return self.loss.value(X) + self.lam * self.graph.penalty(X)
+        if distances is None:
+            return self.loss.value(X) + self.lam * self.graph.penalty(X)
+        return self.loss.value(X) + self.lam * float(self.graph.weights @ distances)
 
     def with_lam(self, lam: float) -> SumOfNorms:
         """The same loss and graph at another (SON) λ."""
