@@ -66,15 +66,24 @@ def project_flows(u, cap):
 
 @njit(cache=True)
 def flow_dual(z, G, edges, cap):
-    """``g(z) = ⟨z, G⟩ − ½‖z‖² − Σ_e c_e ‖z_i − z_j‖``."""
-    val = 0.0
+    """``max_{t ≥ 0} g(t z)`` with ``g(z) = ⟨z, G⟩ − ½‖z‖² − Σ_e c_e ‖z_i − z_j‖``, the dual
+    of ``min ½‖G + B u‖²`` over ``‖u_e‖ ≤ c_e``: a lower bound for every ``z``. Along the ray,
+    ``g(t z) = t (⟨z, G⟩ − S) − ½ t² ‖z‖²`` with ``S = Σ_e c_e ‖z_i − z_j‖``, maximal at
+    ``t = (⟨z, G⟩ − S)/‖z‖²`` (the residual ``z = R`` of a poor flow is far from the best
+    scale: at ``t = 1`` the bound is often negative)."""
+    zg = 0.0
+    zz = 0.0
     for i in range(z.shape[0]):
         for k in range(z.shape[1]):
-            val += z[i, k] * (G[i, k] - 0.5 * z[i, k])
+            zg += z[i, k] * G[i, k]
+            zz += z[i, k] * z[i, k]
     dist = _kernels.edge_norms(z, edges)
+    s = 0.0
     for e in range(edges.shape[0]):
-        val -= cap[e] * dist[e]
-    return val
+        s += cap[e] * dist[e]
+    if zg <= s or zz == 0.0:
+        return 0.0
+    return (zg - s) * (zg - s) / (2.0 * zz)
 
 
 @njit(cache=True)

@@ -106,3 +106,21 @@ def test_every_loss_is_accepted_including_poisson():
     prob = problem("poisson", lam=0.1)
     res = cfl.solve(prob, method="admm", tol=1e-8)
     assert res.converged
+
+
+def test_small_partitions_are_offered_once_stable():
+    """``Certifier.untried(..., stable=True)`` (ADMM's early certificates) offers a small
+    partition only at its second consecutive sighting; without ``stable`` at once; never
+    without polishing."""
+    from convexfl.solvers._common import Certifier
+
+    A = np.r_[np.zeros((3, 2)), np.full((3, 2), 5.0)]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(6), 0.1)
+    two = np.all(A[prob.graph.edges[:, 0]] == A[prob.graph.edges[:, 1]], axis=1)
+    one = np.ones_like(two)
+    cert = Certifier(prob, 1e-6, polish=True)
+    assert not cert.untried(two, stable=True)
+    assert cert.untried(two, stable=True)
+    assert not cert.untried(one, stable=True)
+    assert cert.untried(one)
+    assert not Certifier(prob, 1e-6, polish=False).untried(two)

@@ -166,20 +166,29 @@ def test_masked_components_are_scipys_connected_components(n, m, seed):
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 12), st.floats(0.01, 3.0), st.integers(0, 2**32 - 1))
-def test_node_gap_bound_never_exceeds_the_least_residual(n, lam, seed):
-    """``Σ_i max(0, ‖G_i‖ − Σ_{e∋i} c_e)²`` is a lower bound on ``min_u ‖G + Bᵀu‖²`` over
-    feasible flows: it never exceeds the certified upper bound found by the flow search
-    (run to agreement, no target); without edges it is ‖G‖ itself."""
-    from convexfl._flow_kernels import node_gaps_sq
+def test_one_pass_bounds_never_exceed_the_least_residual(n, lam, seed):
+    """The node bound ``Σ_i max(0, ‖G_i‖ − Σ_{e∋i} c_e)²`` and the scaled dual
+    ``max_t g(t z)`` of any ``z`` are lower bounds on ``min_u ‖G + Bᵀu‖²`` over feasible
+    flows: neither exceeds the certified upper bound found by the flow search (run to
+    agreement, no target); the scaled dual is at least ``g(z)``; without edges the node
+    bound is ‖G‖² itself."""
+    from convexfl._flow_kernels import flow_dual, node_gaps_sq
     from convexfl.certificates import _min_residual
 
     rng = np.random.default_rng(seed)
     edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
                       if rng.random() < 0.6], dtype=np.int64).reshape(-1, 2)
     w = rng.uniform(0.5, 2.0, len(edges))
+    cap = lam * w
     G = rng.standard_normal((n, 3)) * rng.uniform(0.1, 10.0)
-    bound = np.sqrt(node_gaps_sq(G, edges, lam * w))
     upper, lower, _, _ = _min_residual(G, edges, w, lam, None, 1e-9, 20000)
-    assert bound <= upper * (1 + 1e-9) + 1e-12
+    node = node_gaps_sq(G, edges, cap)
+    z = rng.standard_normal((n, 3))
+    dual = flow_dual(z, G, edges, cap)
+    g_z = np.sum(z * G) - 0.5 * np.sum(z * z) - cap @ np.linalg.norm(z[edges[:, 0]]
+                                                                     - z[edges[:, 1]], axis=1)
+    assert dual >= g_z - 1e-12 * (1 + abs(g_z))
+    for bound_sq in (node, 2 * dual):
+        assert np.sqrt(bound_sq) <= upper * (1 + 1e-9) + 1e-12
     if len(edges) == 0:
-        assert bound == pytest.approx(np.linalg.norm(G))
+        assert np.sqrt(node) == pytest.approx(np.linalg.norm(G))

@@ -290,6 +290,7 @@ class Certifier:
         self.count = 0
         self.best = None  # (kkt, X, cert, certified flows, fuse_tol)
         self.last_polished = None  # hash of the last partition polished without success
+        self.last_seen = None  # hash of the partition at the last call of untried()
         self.t0 = time.perf_counter()
         self.coarse_k = prob.n_users  # clusters at the last coarsening attempt
         self.coarsen_time = 0.0
@@ -406,18 +407,23 @@ class Certifier:
             return None, None
         return self.merges(self.prob, labels, W, max_size)
 
-    def untried(self, fused_mask):
+    def untried(self, fused_mask, stable=False):
         """True when the partition of ``fused_mask`` is new and its Newton system small
         (``K · d ≤ SMALL_NEWTON``): such a candidate is worth certifying however early,
         since Newton on its reduced problem merges what is left to merge. (Measured with
         the bound at ``POLISH_MAX`` instead: make_moons n = 5000 at λ = 0.025, K = 2854, took
         24 s instead of 11 s, every early polish wasted; kNN N = 1e4 at λ = 3, K = 4,
-        certifies after one outer iteration either way.)"""
+        certifies after one outer iteration either way.) With ``stable``, only when the
+        partition is also the one of the previous call (for solvers whose early iterates
+        pass through wrong partitions: ADMM, kNN N = 3000, went K = 63, 7, 5 in its first
+        checks, each wrong one a polish and a certificate of ~40 ms)."""
         if not self.do_polish:
             return False
         labels = components(self.prob.n_users, self.prob.graph.edges, fused_mask)
         small = (int(labels.max()) + 1) * self.prob.dim <= SMALL_NEWTON
-        return small and hash(labels.tobytes()) != self.last_polished
+        key = hash(labels.tobytes())
+        seen, self.last_seen = key == self.last_seen, key
+        return small and key != self.last_polished and (seen or not stable)
 
     def warm(self, X0, flows0):
         """Certify the warm start's partition re-optimised at this λ before any iteration

@@ -226,7 +226,8 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
         if not (np.isfinite(r) and np.isfinite(s)):
             message = "diverged (non-finite iterates)"
             break
-        if it >= next_cert and max(r_rel, s_rel, proxy) <= trigger:
+        if (it >= next_cert and max(r_rel, s_rel, proxy) <= trigger) \
+                or run.certifier.untried(fused.astype(bool), stable=True):
             if run.certify(hist, it, fused.astype(bool), X, flows):
                 converged = True
                 break
