@@ -154,8 +154,13 @@ class Graph:
         a, b = labels[self.edges[:, 0]], labels[self.edges[:, 1]]
         keep = a != b
         lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
-        pairs, at = np.unique(lo * np.int64(k) + hi, return_inverse=True)
-        w = np.bincount(at, weights=self.weights[keep], minlength=len(pairs))
+        key = lo * np.int64(k) + hi
+        if k * k <= 4 * key.size:  # few clusters: count every pair, no sort
+            pairs = np.flatnonzero(np.bincount(key, minlength=k * k))
+            w = np.bincount(key, weights=self.weights[keep], minlength=k * k)[pairs]
+        else:
+            pairs, at = np.unique(key, return_inverse=True)
+            w = np.bincount(at, weights=self.weights[keep], minlength=len(pairs))
         return Graph(k, np.c_[pairs // k, pairs % k], w, kind=f"reduced({self.kind})")
 
     def subgraph_edges(self, mask) -> Graph:

@@ -124,3 +124,22 @@ def test_small_partitions_are_offered_once_stable():
     assert not cert.untried(one, stable=True)
     assert cert.untried(one)
     assert not Certifier(prob, 1e-6, polish=False).untried(two)
+
+
+def test_polish_small_polishes_only_small_reduced_problems():
+    """``polish="small"``: a problem whose clusters are few certifies through a polish; one
+    whose every user is its own cluster is never polished (its final candidate is certified
+    as it is); any other value is refused by name."""
+    rng = np.random.default_rng(4)
+    A = np.r_[rng.normal(0, 0.1, (30, 2)), rng.normal(5, 0.1, (30, 2))]
+    g = cfl.graphs.knn(A, 5, warn_disconnected=False)
+    few = cfl.solve(cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 1.0), method="admm",
+                    polish="small")
+    assert few.converged and few.n_clusters == 2
+    B = rng.standard_normal((60, 6))  # 60 clusters × d = 6 > 300 unknowns: not small
+    many = cfl.SumOfNorms(cfl.losses.Quadratic(B), cfl.graphs.complete(60), 1e-3)
+    plain = cfl.solve(many, method="admm", polish=False, max_iter=10)
+    small = cfl.solve(many, method="admm", polish="small", max_iter=10)
+    assert small.kkt_residual == plain.kkt_residual
+    with pytest.raises(TypeError, match="polish: expected True, False or 'small'"):
+        cfl.solve(many, method="admm", polish="tiny")

@@ -67,6 +67,24 @@ def test_reduce_sums_cross_cluster_weights():
     assert W == {(0, 1): 6.0, (0, 2): 2.0, (1, 2): 3.0}  # n_k n_l
 
 
+@pytest.mark.parametrize("n_clusters", [2, 5, 40])
+def test_reduce_agrees_with_a_plain_sum_over_edges(n_clusters):
+    """Both ways of summing (a count of every pair for few clusters, a sort for many) give
+    the plain sum over the edges between clusters."""
+    rng = np.random.default_rng(n_clusters)
+    g = cfl.graphs.knn(rng.standard_normal((60, 2)), 4, warn_disconnected=False)
+    labels = np.r_[np.arange(n_clusters), rng.integers(0, n_clusters, 60 - n_clusters)]
+    expected = {}
+    for (i, j), w in zip(g.edges, g.weights, strict=True):
+        a, b = sorted((labels[i], labels[j]))
+        if a != b:
+            expected[a, b] = expected.get((a, b), 0.0) + w
+    r = g.reduce(labels)
+    got = dict(zip(map(tuple, r.edges.tolist()), r.weights, strict=True))
+    assert got.keys() == expected.keys()
+    assert all(got[p] == pytest.approx(expected[p]) for p in got)
+
+
 def test_penalties():
     g = cfl.graphs.from_edges([[0, 1], [1, 2]], [2.0, 1.0])
     X = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]])

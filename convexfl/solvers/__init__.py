@@ -130,8 +130,8 @@ def _admm_then_ssnal(prob, **options):
     65 -> 55 ms, 3000 240 -> 150 ms; at N = 1e4 1.15 -> 1.89 s (the certificate of an early
     ADMM candidate took ~1000 flow iterations), so not there."""
     tol = {"tol": options["tol"]} if "tol" in options else {}
-    polish = prob.n_users < AUTO_POLISH_BELOW
-    first = _admm(prob, max_iter=AUTO_ADMM_ITER, polish=polish, coarsen=False, **tol)
+    polish = "small" if prob.n_users < AUTO_POLISH_BELOW else False
+    first = _admm(prob, max_iter=AUTO_ADMM_ITER, polish=polish, **tol)
     if first.converged:
         return first
     sol = _ssnal(prob, warm_start=first, **options)

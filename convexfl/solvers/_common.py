@@ -71,6 +71,16 @@ def check_bool(value, name):
     return bool(value)
 
 
+def check_polish(value):
+    """``polish``: True, False, or ``"small"`` (polish only reduced problems with
+    ``K·d ≤ SMALL_NEWTON``; no final polish, no coarsening)."""
+    if isinstance(value, str) and value == "small":
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"polish: expected True, False or 'small', got {value!r}")
+    return bool(value)
+
+
 def son_dispatch(prob, method: str, fn, opts):
     """Return ``fn(prob, **opts)`` for (SON) and the expanded inner solution for (RED)."""
     if isinstance(prob, Reduced):
@@ -327,10 +337,10 @@ class Certifier:
         W = cluster_means(X, labels)
         X = W[labels]
         key = hash(labels.tobytes())
-        may_polish = (self.do_polish or force_polish) and (force_polish
-                                                           or key != self.last_polished)
         # a small reduced problem is polished first, with one certificate for both
         small = W.size <= SMALL_NEWTON
+        allowed = self.do_polish is True or (self.do_polish == "small" and small)
+        may_polish = force_polish or (allowed and key != self.last_polished)
         ok = (not (may_polish and small)
               and self._certify(X, flows, self.tol).kkt_residual <= self.tol)
         if not ok and may_polish:
@@ -456,7 +466,7 @@ class Run:
         self.start = time.perf_counter()
         self.prob, self.method = prob, method
         self.tol, self.max_iter = check_common(tol, max_iter)
-        self.polish = check_bool(polish, "polish")
+        self.polish = check_polish(polish)
         self.X0, self.flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
         self.certifier = Certifier(prob, self.tol, polish=self.polish, warm_from=warm_start,
                                    merges=merges)
@@ -497,7 +507,7 @@ class Run:
     def coarsen(self, hist, it, fused, X, flows) -> bool:
         """A coarsening attempt (:meth:`Certifier.coarsen`, with ``polish`` only); when it
         certifies, ``hist["coarsened_at"] = it``."""
-        ok = self.polish and self.certifier.coarsen(fused, X, flows)
+        ok = self.polish is True and self.certifier.coarsen(fused, X, flows)
         if ok:
             hist["coarsened_at"] = it
         return ok
@@ -510,7 +520,7 @@ class Run:
         ``unconverged_note`` if that does not certify either."""
         if not converged:
             stage = "final polish"
-            self.certifier(*last, force_polish=self.polish)
+            self.certifier(*last, force_polish=self.polish is True)
             converged = self.certifier.best[0] <= self.tol
             message = message or f"iteration limit max_iter={self.max_iter} reached"
             if unconverged_note and not converged:

@@ -80,8 +80,10 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
         ``max_iter`` so that the iteration converges.
     mu, tau_incr : float
         Residual-balancing parameters (> 1).
-    polish : bool
-        Refine candidates by Newton on the reduced problem before certifying.
+    polish : bool or "small"
+        Refine candidates by Newton on the reduced problem before certifying; ``"small"``:
+        only reduced problems with ``K·d ≤ 300`` (cheap: no final polish of a large
+        partition, no coarsening), as in the first stage of ``method="auto"``.
     check_every : int
         Iterations per compiled chunk (residuals and ρ are looked at between chunks).
     X0, flows0, warm_start

@@ -190,7 +190,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
     if sigma is None:
         spread = graph.distances(A).mean()
-        sigma = float(cap.mean() / max(spread, 1e-12))
+        sigma = SIGMA_SCALE * float(cap.mean() / max(spread, 1e-12))
         sigma = min(max(sigma, 1e-4), 1e4)
     sigma = min(sigma, sigma_max)
     G = np.empty((n, d))
@@ -292,3 +292,5 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
 
 
 _Precond.last_cg = 0
+
+SIGMA_SCALE = 1.0
