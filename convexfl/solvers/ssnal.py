@@ -80,7 +80,13 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         The certified KKT target and the limit on augmented-Lagrangian (outer)
         iterations, as for every method (:mod:`convexfl.solvers`).
     sigma : float, optional
-        Initial penalty σ > 0 (default: ``mean(λ w) / mean ‖a_i − a_j‖`` over the edges).
+        Initial penalty σ > 0. Default: ``mean(λ w) / mean ‖a_i − a_j‖`` over the edges,
+        twice that on dense graphs (more than N²/8 edges). Measured on complete graphs
+        (planted clusters, min of 3, the loaded 2-core machine): the factor 2 takes the
+        few-cluster cases from two outer iterations to one (N = 100, 400, 1000 at
+        λ = 12/N: 12 → 5, 97 → 56, 554 → 303 ms), costs 10 % with 253 clusters of 1000
+        (3.9 → 4.2 s) and saves 0–35 % with every user its own cluster; on kNN graphs it
+        was 1.6× slower at N = 1e4 (9.7 → 15.5 s), so the factor is 1 there.
     sigma_factor : float
         σ is multiplied by this (> 1) when the primal residual decreases too slowly.
     sigma_max : float
@@ -188,9 +194,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     m = edges.shape[0]
     X = A.copy() if X0 is None else np.array(X0, dtype=float)
     Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
+    dense_graph = m > n * n / 8  # at least about a quarter of all pairs
     if sigma is None:
         spread = graph.distances(A).mean()
-        sigma = SIGMA_SCALE * float(cap.mean() / max(spread, 1e-12))
+        sigma = (2.0 if dense_graph else 1.0) * float(cap.mean() / max(spread, 1e-12))
         sigma = min(max(sigma, 1e-4), 1e4)
     sigma = min(sigma, sigma_max)
     G = np.empty((n, d))
@@ -198,7 +205,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     tnorm = np.empty(m)
     HV = np.empty((n, d))
     wts = np.empty(m)
-    pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and m > n * n / 8)))
+    pre = _Precond(coef, edges, n, dense=(n <= 200 or (n <= 4000 and dense_graph)))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
@@ -292,5 +299,3 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
 
 
 _Precond.last_cg = 0
-
-SIGMA_SCALE = 1.0
