@@ -174,3 +174,14 @@ def test_without_torch_a_clear_import_error():
     out = _run(code)
     assert out.startswith("True\nERR")
     assert "pip install 'convexfl[torch]'" in out
+
+
+def test_benchmark_case_runs(monkeypatch, tmp_path):
+    from benchmarks import torch_son
+
+    monkeypatch.setattr(torch_son, "instances", lambda quick: [("tiny", _knn(30, 4, 1.0, 0))])
+    rows = torch_son.run(quick=True, out=str(tmp_path))
+    assert {r["contender"] for r in rows} >= {"ssnal", "admm", "torch cpu f64", "torch cpu f32"}
+    assert all(r["certified"] and r["kkt"] <= TOL for r in rows if "f32" not in r["contender"])
+    assert (tmp_path / "torch_results.json").exists()
+    assert (tmp_path / "torch_time_vs_n.png").exists()
