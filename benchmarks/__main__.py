@@ -4,9 +4,9 @@
 import argparse
 import sys
 
-from . import suite, versus
+from . import suite, torch_son, versus
 
-ALL = suite.CASES + versus.CASES
+ALL = suite.CASES + versus.CASES + torch_son.CASES
 
 
 def main(argv=None):
@@ -34,6 +34,8 @@ def main(argv=None):
     peer = [c for c in cases if c in versus.CASES]
     if peer:
         versus.run(quick=args.quick, out=args.out, cases=peer)
+    if any(c in torch_son.CASES for c in cases):
+        torch_son.run(quick=args.quick, out=args.out)
     return 0
 
 

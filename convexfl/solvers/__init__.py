@@ -16,6 +16,12 @@ Methods
 ``"ssnal"``
     Semismooth-Newton augmented Lagrangian for convex clustering (quadratic loss only;
     :mod:`convexfl.solvers.ssnal`), the fastest here at certified accuracy.
+``"torch"``
+    The network-lasso ADMM of ``"admm"`` for the quadratic loss in PyTorch
+    (:mod:`convexfl.solvers.torch_admm`), on ``device="cpu"``, ``"cuda"`` or ``"auto"``, in
+    ``dtype`` float64 (default) or float32; its candidates are certified on the host like
+    every method's. For a GPU: on the CPU the numba methods are faster. Needs the optional
+    ``torch`` extra (``pip install 'convexfl[torch]'``); never chosen by ``"auto"``.
 ``"auto"`` (the default)
     For the quadratic loss: ``"ssnal"`` on dense graphs (at least a quarter of all pairs)
     and when a warm start is given (paths); on sparse graphs, first ``AUTO_ADMM_ITER`` = 100
@@ -64,11 +70,14 @@ Layout, read top-down (each module imports only those above it)
     no merges, so the recursion stops there). ADMM passes it to its certifier.
 ``pdmm``, ``ssnal``
     The other fast solvers; they take ``reduced_merges`` from ``admm``.
+``torch_admm``
+    ADMM's iteration in PyTorch (quadratic loss), driven by ``admm``'s outer loop
+    (:func:`~convexfl.solvers.admm.iterate`); imports torch, so it is loaded only when used.
 ``reference``
     cvxpy + Clarabel, polished by ``_common``'s Newton.
 this module
     :func:`solve`, which loads a fast solver's module on first use (so that
-    ``import convexfl`` does not import scikit-learn, which PDMM uses).
+    ``import convexfl`` does not import scikit-learn, which PDMM uses, nor torch).
 """
 
 from __future__ import annotations
@@ -99,6 +108,11 @@ def _pdmm(prob, **options):
 def _ssnal(prob, **options):
     from .ssnal import solve_ssnal
     return solve_ssnal(prob, **options)
+
+
+def _torch(prob, **options):
+    from .torch_admm import solve_torch
+    return solve_torch(prob, **options)
 
 
 def _auto(prob, **options):
@@ -142,7 +156,7 @@ def _admm_then_ssnal(prob, **options):
 
 
 METHODS = {"cvxpy": solve_reference, "admm": _admm, "pdmm": _pdmm, "ssnal": _ssnal,
-           "auto": _auto}
+           "torch": _torch, "auto": _auto}
 
 
 def solve(prob, method: str = "auto", **options) -> Solution:
@@ -153,8 +167,9 @@ def solve(prob, method: str = "auto", **options) -> Solution:
     prob : SumOfNorms, SquaredPenalty or Reduced
     method : str
         One of :data:`METHODS`: ``"auto"`` (default: the fast certified method for the
-        problem), ``"admm"``, ``"pdmm"``, ``"ssnal"`` (quadratic loss), or ``"cvxpy"`` —
-        the reference, an independent cross-check, orders of magnitude slower.
+        problem), ``"admm"``, ``"pdmm"``, ``"ssnal"`` (quadratic loss), ``"torch"``
+        (quadratic loss, ADMM in PyTorch on ``device=``; the ``torch`` extra), or
+        ``"cvxpy"`` — the reference, an independent cross-check, orders of magnitude slower.
     **options
         Passed to the method; all accept ``tol`` and ``max_iter``.
 

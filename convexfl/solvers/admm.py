@@ -148,15 +148,8 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
                record_objective, coarsen, merges):
     run = Run(prob, "admm", merges=merges, tol=tol, max_iter=max_iter, polish=polish, X0=X0,
               flows0=flows0, warm_start=warm_start)
-    if rho is not None:
-        rho = as_scalar(rho, "rho", low=0.0, low_inclusive=False)
-    alpha = as_scalar(alpha, "alpha", low=0.0, low_inclusive=False)
-    if alpha >= 2.0:
-        raise ValueError(f"alpha: over-relaxation must be in (0, 2), got {alpha}")
-    adaptive_rho = check_bool(adaptive_rho, "adaptive_rho")
-    mu = as_scalar(mu, "mu", low=1.0, low_inclusive=False)
-    tau_incr = as_scalar(tau_incr, "tau_incr", low=1.0, low_inclusive=False)
-    check_every = as_int(check_every, "check_every", low=1)
+    rho, alpha, adaptive_rho, mu, tau_incr, check_every = check_options(
+        rho, alpha, adaptive_rho, mu, tau_incr, check_every)
     newton_tol = as_scalar(newton_tol, "newton_tol", low=0.0, low_inclusive=False)
     newton_max_iter = as_int(newton_max_iter, "newton_max_iter", low=1)
     record_objective = check_bool(record_objective, "record_objective")
@@ -166,89 +159,156 @@ def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, p
     if done is not None:
         return done
 
-    tol, max_iter, X0, flows0 = run.tol, run.max_iter, run.X0, run.flows0
-    loss, graph = prob.loss, prob.graph
-    d = prob.dim
-    edges = graph.edges
-    cap = prob.lam * graph.weights
-    nptr, nedge, nside = _node_incidence(prob.n_users, edges)
-    arrays = loss.arrays
+    state = _NumbaState(prob, run.X0, run.flows0, rho, alpha, newton_tol, newton_max_iter)
+    converged, it, hist, stage, message = iterate(
+        run, state, check_every=check_every, adaptive_rho=adaptive_rho, mu=mu,
+        tau_incr=tau_incr, coarsen=coarsen, record_objective=record_objective,
+        warm=run.X0 is not None and run.flows0 is not None)
+    note = "" if state.newton_ok else "some local Newton solves did not reach newton_tol"
+    return run.solution(state.candidate(), converged=converged, n_iter=it, history=hist,
+                        stage=stage, message=message, unconverged_note=note)
+
+
+def check_options(rho, alpha, adaptive_rho, mu, tau_incr, check_every):
+    """The ADMM options of every back-end, checked (each error names its option)."""
+    if rho is not None:
+        rho = as_scalar(rho, "rho", low=0.0, low_inclusive=False)
+    alpha = as_scalar(alpha, "alpha", low=0.0, low_inclusive=False)
+    if alpha >= 2.0:
+        raise ValueError(f"alpha: over-relaxation must be in (0, 2), got {alpha}")
+    adaptive_rho = check_bool(adaptive_rho, "adaptive_rho")
+    mu = as_scalar(mu, "mu", low=1.0, low_inclusive=False)
+    tau_incr = as_scalar(tau_incr, "tau_incr", low=1.0, low_inclusive=False)
+    check_every = as_int(check_every, "check_every", low=1)
+    return rho, alpha, adaptive_rho, mu, tau_incr, check_every
+
+
+def start_point(prob, X0, rho):
+    """The first iterate and ρ: ``X0`` (isolated users at their minimisers) or the local
+    models ``argmin f_i``; ρ as given, else ``4 mean_e(λ w_e) / mean_e ‖x_i − x_j‖``
+    (clipped to [1e-6, 1e6])."""
     if X0 is None:
-        X = user_minimisers(loss)  # start at the local models
+        X = user_minimisers(prob.loss)  # start at the local models
     else:
         X = np.array(X0, dtype=float)
-        iso = np.diff(nptr) == 0
+        iso = np.bincount(prob.graph.edges.ravel(), minlength=prob.n_users) == 0
         if np.any(iso):
-            X[iso] = user_minimisers(loss, X)[iso]
+            X[iso] = user_minimisers(prob.loss, X)[iso]
     if rho is None:
-        spread = float(graph.distances(X).mean())
+        spread = float(prob.graph.distances(X).mean())
+        cap = prob.lam * prob.graph.weights
         rho = float(np.clip(4.0 * cap.mean() / max(spread, 1e-12), 1e-6, 1e6))
-    Zi = np.ascontiguousarray(X[edges[:, 0]])
-    Zj = np.ascontiguousarray(X[edges[:, 1]])
-    if flows0 is not None:
-        Ui = np.ascontiguousarray(flows0 / rho)
-        Uj = -Ui
-    else:
-        Ui = np.zeros((graph.n_edges, d))
-        Uj = np.zeros((graph.n_edges, d))
-    fused = np.zeros(graph.n_edges, np.uint8)
+    return X, rho
+
+
+class _NumbaState:
+    """The ADMM iterates of :func:`convexfl.solvers._admm_kernels.admm_run` (numpy, numba)
+    for :func:`iterate`."""
+
+    def __init__(self, prob, X0, flows0, rho, alpha, newton_tol, newton_max_iter):
+        self.prob, self.alpha = prob, alpha
+        self.newton = (newton_tol, newton_max_iter)
+        edges = prob.graph.edges
+        self.cap = prob.lam * prob.graph.weights
+        self.incidence = _node_incidence(prob.n_users, edges)
+        self.X, self.rho = start_point(prob, X0, rho)
+        self.Zi = np.ascontiguousarray(self.X[edges[:, 0]])
+        self.Zj = np.ascontiguousarray(self.X[edges[:, 1]])
+        if flows0 is not None:
+            self.Ui = np.ascontiguousarray(flows0 / self.rho)
+            self.Uj = -self.Ui
+        else:
+            self.Ui = np.zeros_like(self.Zi)
+            self.Uj = np.zeros_like(self.Zj)
+        self.fused = np.zeros(prob.graph.n_edges, np.uint8)
+        self.newton_ok = True
+
+    def step(self, n_steps):
+        arrays = self.prob.loss.arrays
+        r, s, xn, zn, un, nok = admm_run(n_steps, *arrays, self.prob.graph.edges, self.cap,
+                                          *self.incidence, self.X, self.Zi, self.Zj,
+                                          self.Ui, self.Uj, self.fused, self.rho,
+                                          self.alpha, *self.newton)
+        self.newton_ok = self.newton_ok and nok
+        gres, gnorm = gradient_residual(arrays[0], *arrays[1:6], arrays[7], self.X,
+                                        self.prob.graph.edges, self.flows())
+        finite = bool(np.isfinite(r) and np.isfinite(s))
+        return r / max(xn, zn, 1e-300), s / max(un, 1e-300), gres / (1.0 + gnorm), finite
+
+    def flows(self):
+        return 0.5 * self.rho * (self.Ui - self.Uj)
+
+    def fused_mask(self):
+        return self.fused.astype(bool)
+
+    def candidate(self):
+        return self.fused_mask(), self.X, self.flows()
+
+    def scale_rho(self, factor):
+        self.rho *= factor
+        self.Ui /= factor
+        self.Uj /= factor
+
+
+def iterate(run, state, *, check_every, adaptive_rho, mu, tau_incr, coarsen, warm,
+            record_objective=False, stall_iter=None):
+    """The ADMM outer loop, shared by the back-ends (numba here, torch in
+    :mod:`convexfl.solvers.torch_admm`): ``state.step(n)`` runs ``n`` iterations and returns
+    the relative primal and dual residuals, the stationarity proxy of the flows and whether
+    the iterates are finite; ``state.candidate()`` gives ``(fused, X, flows)`` as numpy
+    arrays; ``state.scale_rho(f)`` multiplies ρ by ``f`` (scaled duals divided by it).
+
+    A candidate is certified (``run.certify``) when the three residuals are below a trigger
+    (``max(1e-2, tol)`` at first, a tenth of the residuals after each failed certificate,
+    the next attempt at least twice as many iterations later); ρ is balanced while
+    ``it < max_iter/2``. With ``stall_iter``, the loop also stops when the residuals have
+    not improved by 10 % in that many iterations (rounding in reduced precision).
+
+    Returns ``(converged, n_iter, history, stage, message)``.
+    """
+    tol, max_iter = run.tol, run.max_iter
     hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
             "certified_kkt": []}
     if record_objective:
         hist["objective"] = []
-    warm = X0 is not None and flows0 is not None
     trigger = max(1e-2, tol)
     next_cert = 1 if warm else 0
     gap = 2 * check_every
     it = 0
-    converged = False
-    stage = "iterations"
-    message = ""
-    newton_ok_all = True
+    best, best_at = np.inf, 0
     freeze_at = max_iter // 2
     while it < max_iter:
         steps = 1 if (warm and it == 0) else min(check_every, max_iter - it)
-        r, s, xn, zn, un, nok = admm_run(steps, *arrays, edges, cap, nptr, nedge, nside, X,
-                                          Zi, Zj, Ui, Uj, fused, rho, alpha, newton_tol,
-                                          newton_max_iter)
-        newton_ok_all = newton_ok_all and nok
+        r_rel, s_rel, proxy, finite = state.step(steps)
         it += steps
-        r_rel = r / max(xn, zn, 1e-300)
-        s_rel = s / max(un, 1e-300)
-        flows = 0.5 * rho * (Ui - Uj)
-        gres, gnorm = gradient_residual(arrays[0], *arrays[1:6], arrays[7], X, edges, flows)
-        proxy = gres / (1.0 + gnorm)
         hist["iter"].append(it)
         hist["r"].append(r_rel)
         hist["s"].append(s_rel)
-        hist["rho"].append(rho)
+        hist["rho"].append(state.rho)
         hist["kkt_proxy"].append(proxy)
         if record_objective:
-            hist["objective"].append(prob.objective(X))
-        if not (np.isfinite(r) and np.isfinite(s)):
-            message = "diverged (non-finite iterates)"
-            break
-        if (it >= next_cert and max(r_rel, s_rel, proxy) <= trigger) \
-                or run.certifier.untried(fused.astype(bool), stable=True):
-            if run.certify(hist, it, fused.astype(bool), X, flows):
-                converged = True
-                break
-            trigger = min(trigger, max(r_rel, s_rel, proxy)) / 10.0
+            hist["objective"].append(run.prob.objective(state.candidate()[1]))
+        if not finite:
+            return False, it, hist, "iterations", "diverged (non-finite iterates)"
+        worst = max(r_rel, s_rel, proxy)
+        if (it >= next_cert and worst <= trigger) \
+                or run.certifier.untried(state.fused_mask(), stable=True):
+            if run.certify(hist, it, *state.candidate()):
+                return True, it, hist, "iterations", ""
+            trigger = min(trigger, worst) / 10.0
             next_cert = it + gap
             gap = min(2 * gap, 2000)
-        if coarsen and run.coarsen(hist, it, fused.astype(bool), X, flows):
-            converged, stage = True, "coarsening"
-            break
+        if coarsen and run.coarsen(hist, it, *state.candidate()):
+            return True, it, hist, "coarsening", ""
+        if worst < 0.9 * best:
+            best, best_at = worst, it
+        elif stall_iter is not None and it - best_at >= stall_iter:
+            return False, it, hist, "iterations", (
+                f"stalled: the ADMM residuals have not improved by 10% in {it - best_at} "
+                f"iterations (best {best:.2e} at iteration {best_at})")
         if adaptive_rho and it < freeze_at:
             if r_rel > mu * s_rel:
-                rho *= tau_incr
-                Ui /= tau_incr
-                Uj /= tau_incr
+                state.scale_rho(tau_incr)
             elif s_rel > mu * r_rel:
-                rho /= tau_incr
-                Ui *= tau_incr
-                Uj *= tau_incr
-    note = "" if newton_ok_all else "some local Newton solves did not reach newton_tol"
-    return run.solution((fused.astype(bool), X, 0.5 * rho * (Ui - Uj)), converged=converged,
-                        n_iter=it, history=hist, stage=stage, message=message,
-                        unconverged_note=note)
+                state.scale_rho(1.0 / tau_incr)
+    return False, it, hist, "iterations", ""

@@ -31,66 +31,15 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch.func import functional_call
 
+from .._devices import resolve_device
 from .._validation import as_int, as_scalar, users_of, validate_estimator_data
 from ..federated import root_entropy, run_federated
 from ..graphs import Graph, complete
 from .models import build_classifier, n_parameters
 
-__all__ = ["resolve_device"]
+__all__ = ["resolve_device"]  # from convexfl._devices (torch-free at import)
 
 DTYPE = torch.float32
-
-
-# ----------------------------------------------------------------------------- devices
-
-
-def resolve_device(device="cpu") -> torch.device:
-    """The torch device named by ``device``.
-
-    Parameters
-    ----------
-    device : {"cpu", "cuda", "cuda:<k>", "auto"} or torch.device
-        ``"auto"`` is CUDA when available, else the CPU.
-
-    Returns
-    -------
-    torch.device
-
-    Raises
-    ------
-    RuntimeError
-        If a CUDA device is requested but CUDA is not available (or the index does not
-        exist).
-    ValueError
-        For any other value.
-    """
-    if isinstance(device, torch.device):
-        name = str(device)
-    elif isinstance(device, str):
-        name = device.strip().lower()
-    else:
-        raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<k>' or 'auto', got {device!r}")
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
-    if name == "cuda" or name.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"device={device!r}: CUDA is not available (torch.cuda.is_available() is "
-                f"False; torch {torch.__version__}, CUDA build: {torch.version.cuda}); "
-                "use device='cpu', or device='auto' to fall back to the CPU"
-            )
-        try:
-            dev = torch.device(name)
-        except RuntimeError:
-            raise ValueError(f"device: cannot parse {device!r} as a CUDA device") from None
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise RuntimeError(
-                f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) visible"
-            )
-        return dev
-    raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<k>' or 'auto', got {device!r}")
 
 
 # ----------------------------------------------------------------------------- randomness
