@@ -3,9 +3,10 @@
 Cases (λ always in the canonical (SON) convention):
 
 ``quad_complete``
-    Convex clustering (quadratic loss) on the complete uniform graph, N ∈ {100, 200, 400}
-    (quick: {100, 200}), d = 5: four planted clusters (radius 1, separation 30, seeded) and
-    λ = 12/N, inside the Theorem-3 recovery interval [8/N, 16/N] (so K = 4).
+    Convex clustering (quadratic loss) on the complete uniform graph, N ∈ {100, 150, 200,
+    400} (quick: no cvxpy at 400), d = 5: four planted clusters (radius 1, separation 30,
+    seeded) and λ = 12/N, inside the Theorem-3 recovery interval [8/N, 16/N] (so K = 4);
+    ``auto``, ``ssnal`` and ``admm`` against cvxpy.
 ``logistic``
     Logistic SON, N = 200 users × 20 samples, d = 10, complete graph, ridge c = 0.01: four
     planted user clusters (:func:`convexfl.datasets.armacki.planted_classification`),
@@ -122,11 +123,13 @@ def _compare(problem, prob, methods, *, with_ref, tol=1e-6, ref_note="", opts=No
 
 def case_quad_complete(quick):
     rows = []
-    for n in (100, 200, 400):
-        A, _ = planted_points(4, n // 4, 5, separation=30.0, radius=1.0, random_state=0)
+    for n in (100, 150, 200, 400):
+        A, _ = planted_points(4, -(-n // 4), 5, separation=30.0, radius=1.0, random_state=0)
+        A = A[:n]  # N = 150: clusters of 38, 38, 38 and 36
         prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(n), 12.0 / n)
         with_ref = not (quick and n == 400)
-        rows += _compare("quadratic complete", prob, ["ssnal", "admm"], with_ref=with_ref,
+        rows += _compare("quadratic complete", prob, ["auto", "ssnal", "admm"],
+                         with_ref=with_ref,
                          ref_note="" if with_ref else "cvxpy skipped in --quick (~80 s)")
     return rows
 
