@@ -111,8 +111,10 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
 
 
 NEWTON_SOLVERS = ("auto", "dense", "lu", "amg")
-AMG_MIN = 20_000  # "auto": algebraic multigrid from this many users on (measured, below)
-REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 25}  # refactor after more CG iterations
+AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measured, below)
+# a new preconditioner (current weights) after a CG solve took more iterations than this:
+# AMG set-ups are cheap (kNN10 N = 2·10⁴, λ = 10: 79 s with 10, 93 s with 25)
+REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10}
 
 
 def newton_solver_for(n, m, choice="auto"):
@@ -120,10 +122,14 @@ def newton_solver_for(n, m, choice="auto"):
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
     ``m > n²/8``); otherwise the exact sparse LU (:func:`~convexfl.certificates.factor_spd`)
-    below :data:`AMG_MIN` users and one smoothed-aggregation V-cycle (pyamg) from there on.
-    Measured: kNN10, N = 5·10⁴, ``C + σL`` with unit weights: the LU takes 8.4 s (27 M
-    non-zeros), the AMG set-up 0.3–0.5 s (one V-cycle per column ~15–30 ms, 5–10 CG
-    iterations to 1e-8).
+    below :data:`AMG_MIN` users and one algebraic-multigrid V-cycle (:func:`_vcycle`) from
+    there on. Measured (kNN10, d = 3, 2-core machine, SSNAL to certified 1e-6, one run each,
+    ``python -m benchmarks.large_knn``): N = 3000, LU 1.3–1.5× faster than AMG; N = 10⁴,
+    AMG 1.9–3× faster (λ = 10: 6.5 s vs 19.5 s); N = 2·10⁴, λ = 10: AMG 64 s, LU 212 s
+    (35 s of it in 47 factorisations). The factor itself, N = 5·10⁴, unit weights: LU 8.4 s
+    (27 M non-zeros), AMG set-up 0.3–0.5 s; with AMG, CG needs about as many iterations as
+    with the exact LU (its error is small next to ``C + σL_w``'s own, isotropic, mismatch
+    with the Hessian).
     """
     if choice not in NEWTON_SOLVERS:
         raise ValueError(f"newton_solver: expected one of {NEWTON_SOLVERS}, got {choice!r}")
@@ -169,10 +175,14 @@ class _Precond:
 
 
 def _vcycle(M):
-    """``R ↦ `` one smoothed-aggregation V-cycle on each column of ``R`` (pyamg)."""
+    """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on each column of ``R`` (pyamg),
+    one forward Gauss–Seidel sweep before and one backward sweep after each coarse-grid
+    correction (a symmetric preconditioner, half the smoothing of pyamg's default)."""
     import pyamg
 
-    cycle = pyamg.smoothed_aggregation_solver(M).aspreconditioner(cycle="V")
+    ml = pyamg.ruge_stuben_solver(M, presmoother=("gauss_seidel", {"sweep": "forward"}),
+                                  postsmoother=("gauss_seidel", {"sweep": "backward"}))
+    cycle = ml.aspreconditioner(cycle="V")
 
     def solve(R):
         out = np.empty_like(R)
