@@ -129,12 +129,12 @@ def newton_solver_for(n, m, choice="auto"):
     ``m > n²/8``); otherwise the exact sparse LU (:func:`~convexfl.certificates.factor_spd`)
     below :data:`AMG_MIN` users and one algebraic-multigrid V-cycle (:func:`_vcycle`) from
     there on. Measured (kNN10, d = 3, 2-core machine, SSNAL to certified 1e-6, one run each,
-    ``python -m benchmarks.large_knn``): N = 3000, LU 1.3–1.5× faster than AMG; N = 10⁴,
-    AMG 1.9–3× faster (λ = 10: 6.5 s vs 19.5 s); N = 2·10⁴, λ = 10: AMG 64 s, LU 212 s
-    (35 s of it in 47 factorisations). The factor itself, N = 5·10⁴, unit weights: LU 8.4 s
-    (27 M non-zeros), AMG set-up 0.3–0.5 s; with AMG, CG needs about as many iterations as
-    with the exact LU (its error is small next to ``C + σL_w``'s own, isotropic, mismatch
-    with the Hessian).
+    ``python -m benchmarks.large_knn``, λ ∈ {0.03, 10}): N = 3000, LU 1.3–1.5× faster than
+    AMG; N = 5000, about even; N = 10⁴, AMG 1.8–2.2× faster; N = 2·10⁴, 2.9–3.5× (λ = 10:
+    66 s against 228 s, 39 s of it in 47 factorisations). The factor itself, N = 5·10⁴,
+    unit weights: LU 8.4 s (27 M non-zeros), AMG set-up 0.3–0.5 s. With AMG, CG needs about
+    as many iterations as with the exact LU (its error is small next to the mismatch of the
+    isotropic ``C + σL_w`` with the Hessian).
     """
     if choice not in NEWTON_SOLVERS:
         raise ValueError(f"newton_solver: expected one of {NEWTON_SOLVERS}, got {choice!r}")
