@@ -4,9 +4,10 @@
 import argparse
 import sys
 
-from . import suite, torch_son, versus
+from . import large_knn, suite, torch_son, versus
 
-ALL = suite.CASES + versus.CASES + torch_son.CASES
+DEFAULT = suite.CASES + versus.CASES + torch_son.CASES
+ALL = DEFAULT + large_knn.CASES  # large_knn only on request: hours at full size
 
 
 def main(argv=None):
@@ -21,8 +22,9 @@ def main(argv=None):
                     help="smaller sizes, fewer path values (a few minutes)")
     ap.add_argument("--out", default="benchmarks/results",
                     help="directory for results.json, time_vs_n.png and the ccmm_* files")
-    ap.add_argument("--cases", default=",".join(ALL),
-                    help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--cases", default=",".join(DEFAULT),
+                    help=f"comma-separated subset of {','.join(ALL)} (default: all but "
+                    "large_knn)")
     args = ap.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in ALL]
@@ -36,6 +38,8 @@ def main(argv=None):
         versus.run(quick=args.quick, out=args.out, cases=peer)
     if any(c in torch_son.CASES for c in cases):
         torch_son.run(quick=args.quick, out=args.out)
+    if "large_knn" in cases:
+        large_knn.run(quick=args.quick, out=args.out)
     return 0
 
 

@@ -165,3 +165,32 @@ def test_solve_runs_with_the_set_number_of_blas_threads(monkeypatch, threads):
         assert cfl.solve(prob, method="probe").converged
         assert blas_threads() == before
     assert seen == [[1] * len(before) if threads == 1 else before]
+
+
+def test_amg_newton_solver_gives_the_lu_solution():
+    rng = np.random.default_rng(3)
+    A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
+    g = cfl.graphs.knn(A, 10, warn_disconnected=False)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 0.5)
+    lu = cfl.solve(prob, method="ssnal", newton_solver="lu", tol=1e-8)
+    amg = cfl.solve(prob, method="ssnal", newton_solver="amg", tol=1e-8)
+    assert lu.history["newton_solver"] == "lu" and amg.history["newton_solver"] == "amg"
+    assert lu.converged and amg.converged and amg.kkt_residual <= 1e-8
+    assert cfl.clusters.same_partition(amg.labels(), lu.labels())
+    assert abs(amg.objective - lu.objective) <= 1e-8 * abs(lu.objective)
+    assert np.max(np.abs(amg.X - lu.X)) <= 1e-6
+
+
+@pytest.mark.parametrize("n, m, kind", [(100, 300, "dense"), (3000, 2_000_000, "dense"),
+                                        (5000, 30_000, "lu"), (10**5, 6 * 10**5, "amg")])
+def test_auto_newton_solver_by_size_and_density(n, m, kind):
+    from convexfl.solvers.ssnal import newton_solver_for
+    assert newton_solver_for(n, m) == kind
+    assert newton_solver_for(n, m, "lu") == "lu"
+
+
+@pytest.mark.parametrize("value", ["cholmod", None, "AMG"])
+def test_bad_newton_solver_raises_value_error(value):
+    prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
+    with pytest.raises(ValueError, match="newton_solver: expected one of"):
+        cfl.solve(prob, method="ssnal", newton_solver=value)

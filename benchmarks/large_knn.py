@@ -1,0 +1,169 @@
+r"""SSNAL on large kNN graphs: the Newton systems preconditioned by the exact sparse LU of
+``C + σL_w`` against one algebraic-multigrid V-cycle (pyamg), issue #18.
+
+``python -m benchmarks.large_knn [--quick] [--out DIR] [--sizes N,N,...] [--max-iter K]``
+(also ``python -m benchmarks --cases large_knn``) prints, for each instance, each
+contender's time to a certified KKT ≤ 1e-6 (one solve each, in one run), its certified KKT,
+cluster count, outer / Newton / CG counts, preconditioner set-ups and their time, and the
+time over the LU's; writes ``large_knn.json`` and ``large_knn.png`` under ``--out``.
+
+Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
+d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
+(quick: 10⁴, 2·10⁴), at a few-cluster λ = 10 and a many-cluster λ = 0.03 (~98 % of the
+users apart). Contenders: SSNAL with ``newton_solver="lu"`` and ``"amg"``, and
+``method="auto"`` (ADMM iterations, then SSNAL with its own choice). The LU is skipped where
+its factor would exceed :data:`LU_MEMORY_MAX` (estimated from the fill measured at
+N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps SSNAL's outer iterations (default 200);
+a capped run is reported as it ends (``cert`` column). No wall-clock limit applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from tqdm import tqdm
+
+import convexfl as cfl
+
+from .versus import _connected_mixture, _knn
+
+CASES = ("large_knn",)
+SIZES = (10_000, 20_000, 50_000, 100_000)
+QUICK_SIZES = (10_000, 20_000)
+LAMS = {"few clusters": 10.0, "many clusters": 0.03}
+CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
+              "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
+              "auto": {"method": "auto"}}
+TOL = 1e-6
+LU_MEMORY_MAX = 8 * 2**30  # bytes
+
+
+def lu_bytes(n):
+    """Estimated memory of the LU factor of ``C + σL`` on the kNN10 graph of ``n`` points in
+    d = 3: ``2.1·10⁶ (n/10⁴)^1.57`` non-zeros (measured 2.1 M at 10⁴, 26.6 M at 5·10⁴), 12
+    bytes each (value and row index)."""
+    return 12 * 2.1e6 * (n / 1e4) ** 1.57
+
+
+def _run(prob, opts, max_iter):
+    start = time.perf_counter()
+    sol = cfl.solve(prob, tol=TOL, max_iter=max_iter, **opts)
+    return sol, time.perf_counter() - start
+
+
+def _row(regime, prob, name, sol=None, t=None, note=""):
+    h = {} if sol is None else sol.history
+    return {"regime": regime, "N": prob.n_users, "edges": prob.graph.n_edges,
+            "lam": prob.lam, "contender": name, "time_s": t,
+            "kkt": None if sol is None else sol.kkt_residual,
+            "certified": bool(sol is not None and sol.converged),
+            "n_clusters": None if sol is None else sol.n_clusters,
+            "outer": None if sol is None else sol.n_iter,
+            "newton": sum(h.get("newton", [])) if h else None, "cg": h.get("cg_total"),
+            "n_factor": h.get("n_factor"), "precond_s": h.get("time_precond_s"),
+            "newton_solver": h.get("newton_solver"), "note": note}
+
+
+def instance_rows(n, regime, lam, max_iter):
+    A = _connected_mixture(n)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), _knn(A, 10), lam)
+    rows = []
+    for name, opts in CONTENDERS.items():
+        if opts.get("newton_solver") == "lu" and lu_bytes(n) > LU_MEMORY_MAX:
+            rows.append(_row(regime, prob, name, note=f"skipped: LU factor ~"
+                             f"{lu_bytes(n) / 2**30:.0f} GiB > {LU_MEMORY_MAX / 2**30:.0f} GiB"))
+            continue
+        sol, t = _run(prob, opts, max_iter)
+        warm = "ADMM 100 it. → " if "admm_warm_up" in sol.history else ""
+        note = "" if name != "auto" else f"{warm}{sol.method}, stage: {sol.stage}"
+        rows.append(_row(regime, prob, name, sol, t, note))
+    t_lu = next((r["time_s"] for r in rows if r["contender"] == "ssnal lu"), None)
+    for r in rows:
+        r["vs_lu"] = None if t_lu is None or r["time_s"] is None else r["time_s"] / t_lu
+    return rows
+
+
+def _fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def print_table(rows):
+    head = (f"{'regime':14s} {'N':>6s} {'λ':>5s} {'contender':>10s} {'time [s]':>9s} "
+            f"{'t/t(lu)':>7s} {'KKT':>8s} {'cert':>4s} {'K':>6s} {'outer':>5s} "
+            f"{'Newton':>6s} {'CG':>6s} {'set-ups':>7s} {'set-up s':>8s}  note")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['regime']:14s} {r['N']:6d} {r['lam']:5g} {r['contender']:>10s} "
+              f"{_fmt(r['time_s'], '9.2f')} {_fmt(r['vs_lu'], '7.2f')} "
+              f"{_fmt(r['kkt'], '8.1e')} {'yes' if r['certified'] else 'no':>4s} "
+              f"{_fmt(r['n_clusters'], '6d')} {_fmt(r['outer'], '5d')} "
+              f"{_fmt(r['newton'], '6d')} {_fmt(r['cg'], '6d')} {_fmt(r['n_factor'], '7d')} "
+              f"{_fmt(r['precond_s'], '8.2f')}  {r['note']}", flush=True)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    series = {}
+    for r in rows:
+        if r["time_s"] is not None:
+            key = f"{r['regime']} (λ = {r['lam']:g}) / {r['contender']}"
+            series.setdefault(key, []).append((r["N"], r["time_s"], r["certified"]))
+    for key, pts in sorted(series.items()):
+        pts.sort()
+        ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", label=key)
+        bad = [p for p in pts if not p[2]]
+        if bad:
+            ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=11, mew=2)
+    ax.set_xlabel("N (users), kNN10, d = 3")
+    ax.set_ylabel("time [s] to certified KKT ≤ 1e-6 (x: not certified)")
+    ax.set_title("SSNAL Newton systems: sparse LU vs AMG preconditioner")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(*, quick=False, out="benchmarks/results", sizes=None, max_iter=200):
+    from .suite import warm_up
+
+    os.makedirs(out, exist_ok=True)
+    warm_up()
+    sizes = sizes or (QUICK_SIZES if quick else SIZES)
+    todo = [(n, regime, lam) for n in sizes for regime, lam in LAMS.items()]
+    rows = []
+    for n, regime, lam in tqdm(todo, desc="large_knn", unit="instance"):
+        rows += instance_rows(n, regime, lam, max_iter)
+    print()
+    print_table(rows)
+    meta = {"quick": quick, "sizes": list(sizes), "max_iter": max_iter, "tol": TOL,
+            "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with open(os.path.join(out, "large_knn.json"), "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=float)
+    plot(rows, os.path.join(out, "large_knn.png"))
+    print(f"wrote {out}/large_knn.json and {out}/large_knn.png")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.large_knn", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="N = 10⁴ and 2·10⁴ only")
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--sizes", default=None, help="comma-separated N (overrides --quick)")
+    ap.add_argument("--max-iter", type=int, default=200, help="SSNAL's outer iterations")
+    a = ap.parse_args(argv)
+    sizes = None if a.sizes is None else tuple(int(float(s)) for s in a.sizes.split(","))
+    run(quick=a.quick, out=a.out, sizes=sizes, max_iter=a.max_iter)
+
+
+if __name__ == "__main__":
+    main()
