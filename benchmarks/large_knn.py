@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 import convexfl as cfl
 
+from ._report import print_table, yes_no
 from .versus import _connected_mixture, _knn
 
 CASES = ("large_knn",)
@@ -86,23 +87,12 @@ def instance_rows(n, regime, lam, max_iter):
     return rows
 
 
-def _fmt(v, spec):
-    return "—" if v is None else format(v, spec)
-
-
-def print_table(rows):
-    head = (f"{'regime':14s} {'N':>6s} {'λ':>5s} {'contender':>10s} {'time [s]':>9s} "
-            f"{'t/t(lu)':>7s} {'KKT':>8s} {'cert':>4s} {'K':>6s} {'outer':>5s} "
-            f"{'Newton':>6s} {'CG':>6s} {'set-ups':>7s} {'set-up s':>8s}  note")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(f"{r['regime']:14s} {r['N']:6d} {r['lam']:5g} {r['contender']:>10s} "
-              f"{_fmt(r['time_s'], '9.2f')} {_fmt(r['vs_lu'], '7.2f')} "
-              f"{_fmt(r['kkt'], '8.1e')} {'yes' if r['certified'] else 'no':>4s} "
-              f"{_fmt(r['n_clusters'], '6d')} {_fmt(r['outer'], '5d')} "
-              f"{_fmt(r['newton'], '6d')} {_fmt(r['cg'], '6d')} {_fmt(r['n_factor'], '7d')} "
-              f"{_fmt(r['precond_s'], '8.2f')}  {r['note']}", flush=True)
+COLUMNS = [("regime", "regime", "14s"), ("N", "N", "6d"), ("λ", "lam", "5g"),
+           ("contender", "contender", ">10s"), ("time [s]", "time_s", "9.2f"),
+           ("t/t(lu)", "vs_lu", "7.2f"), ("KKT", "kkt", "8.1e"),
+           ("cert", lambda r: yes_no(r["certified"]), ">4s"), ("K", "n_clusters", "6d"),
+           ("outer", "outer", "5d"), ("Newton", "newton", "6d"), ("CG", "cg", "6d"),
+           ("set-ups", "n_factor", "7d"), ("set-up s", "precond_s", "8.2f")]
 
 
 def plot(rows, path):
@@ -143,7 +133,7 @@ def run(*, quick=False, out="benchmarks/results", sizes=None, max_iter=200):
     for n, regime, lam in tqdm(todo, desc="large_knn", unit="instance"):
         rows += instance_rows(n, regime, lam, max_iter)
     print()
-    print_table(rows)
+    print_table(rows, COLUMNS)
     meta = {"quick": quick, "sizes": list(sizes), "max_iter": max_iter, "tol": TOL,
             "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     with open(os.path.join(out, "large_knn.json"), "w") as fh:

@@ -50,6 +50,8 @@ import numpy as np
 import convexfl as cfl
 from convexfl.datasets.armacki import planted_classification, planted_points
 
+from ._report import print_table
+
 CASES = ("quad_complete", "logistic", "quad_knn", "moons_path")
 LOGISTIC_LAM = 0.0035
 KNN_LAM = 3.0
@@ -194,20 +196,10 @@ def case_moons_path(quick):
              "path_clusters": ks, "path_lams": lams.tolist(), "path_times": times}]
 
 
-def _fmt(v, spec):
-    return "—" if v is None else format(v, spec)
-
-
-def print_table(rows, warmup):
-    head = (f"{'problem':24s} {'N':>6s} {'d':>3s} {'edges':>8s} {'solver':>15s} "
-            f"{'time [s]':>9s} {'rel. gap':>9s} {'KKT':>8s} {'speed-up':>9s} {'K':>5s}  note")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(f"{r['problem']:24s} {r['N']:6d} {r['d']:3d} {r['edges']:8d} {r['solver']:>15s} "
-              f"{r['time_s']:9.3f} {_fmt(r['rel_gap'], '9.1e')} {_fmt(r['kkt'], '8.1e')} "
-              f"{_fmt(r['speedup'], '9.1f')} {_fmt(r['n_clusters'], '5d')}  {r['note']}")
-    print(f"JIT warm-up (compile or load numba cache, not in the times above): {warmup:.2f} s")
+COLUMNS = [("problem", "problem", "24s"), ("N", "N", "6d"), ("d", "d", "3d"),
+           ("edges", "edges", "8d"), ("solver", "solver", ">15s"), ("time [s]", "time_s", "9.3f"),
+           ("rel. gap", "rel_gap", "9.1e"), ("KKT", "kkt", "8.1e"), ("speed-up", "speedup", "9.1f"),
+           ("K", "n_clusters", "5d")]
 
 
 def plot(rows, path):
@@ -249,7 +241,8 @@ def run(*, quick: bool, out: str, cases=CASES):
         print(f"[benchmarks] {name} ...", flush=True)
         rows += globals()[f"case_{name}"](quick)
     print()
-    print_table(rows, warmup)
+    print_table(rows, COLUMNS)
+    print(f"JIT warm-up (compile or load numba cache, not in the times above): {warmup:.2f} s")
     meta = {"quick": quick, "jit_warmup_s": warmup, "python": platform.python_version(),
             "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -34,6 +34,7 @@ import numpy as np
 import convexfl as cfl
 from convexfl.datasets.armacki import planted_points
 
+from ._report import print_table, time_vs_n_panel, yes_no
 from .suite import warm_up
 from .versus import KNN_LAM, _connected_mixture, _knn, _min_time
 
@@ -97,17 +98,11 @@ def case_torch_son(quick):
     return rows
 
 
-def print_table(rows):
-    head = (f"{'problem':18s} {'N':>6s} {'edges':>7s} {'contender':>15s} {'time [s]':>9s} "
-            f"{'cert [s]':>8s} {'iter':>6s} {'KKT':>8s} {'cert':>4s} {'K':>5s} "
-            f"{'t/t(ssnal)':>10s}  note")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(f"{r['problem']:18s} {r['N']:6d} {r['edges']:7d} {r['contender']:>15s} "
-              f"{r['time_s']:9.3f} {r['certify_s'] or 0.0:8.3f} {r['n_iter']:6d} {r['kkt']:8.1e} "
-              f"{'yes' if r['certified'] else 'NO':>4s} {r['n_clusters']:5d} "
-              f"{r['vs_ssnal']:10.2f}  {r['note'][:80]}")
+COLUMNS = [("problem", "problem", "18s"), ("N", "N", "6d"), ("edges", "edges", "7d"),
+           ("contender", "contender", ">15s"), ("time [s]", "time_s", "9.3f"),
+           ("cert [s]", lambda r: r["certify_s"] or 0.0, "8.3f"), ("iter", "n_iter", "6d"),
+           ("KKT", "kkt", "8.1e"), ("cert", lambda r: yes_no(r["certified"]), ">4s"),
+           ("K", "n_clusters", "5d"), ("t/t(ssnal)", "vs_ssnal", "10.2f")]
 
 
 def plot(rows, path):
@@ -121,16 +116,7 @@ def plot(rows, path):
     colour = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
     fig, axes = plt.subplots(1, len(families), figsize=(11, 4.5), squeeze=False)
     for ax, family in zip(axes[0], families, strict=True):
-        for name in names:
-            pts = sorted((r["N"], r["time_s"], r["certified"]) for r in rows
-                         if r["problem"] == family and r["contender"] == name)
-            ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4,
-                      color=colour[name], label=name)
-            bad = [p for p in pts if not p[2]]
-            ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=9, mew=1.5)
-        ax.set_title(family)
-        ax.set_xlabel("N (users)")
-        ax.grid(True, which="both", alpha=0.3)
+        time_vs_n_panel(ax, rows, family, colour)
     axes[0, 0].set_ylabel("time [s] to certified KKT ≤ 1e-6")
     axes[0, 0].plot([], [], "kx", label="not certified")
     axes[0, 0].legend(fontsize=7)
@@ -158,7 +144,7 @@ def run(*, quick: bool, out: str, cases=CASES):
     with open(os.path.join(out, "torch_results.json"), "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=float)
     print()
-    print_table(rows)
+    print_table(rows, COLUMNS)
     print(f"warm-up (not in the times): {warm:.2f} s; times: min of {meta['rounds']} round(s) "
           "on a shared machine — compare ratios within this run")
     plot(rows, os.path.join(out, "torch_time_vs_n.png"))

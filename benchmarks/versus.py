@@ -54,6 +54,7 @@ import numpy as np
 import convexfl as cfl
 from convexfl.datasets.armacki import planted_points
 
+from ._report import print_table, time_vs_n_panel, yes_no
 from .peers import SKIPPED, ccmm_path, have_ccmm
 from .suite import _mixture, warm_up
 
@@ -240,20 +241,11 @@ def _finish_path(rows, lams):
     return rows
 
 
-def _fmt(v, spec):
-    return format(v, spec) if v is not None else "—".rjust(int(spec.split(".")[0].rstrip("df")))
-
-
-def print_table(rows):
-    head = (f"{'problem':32s} {'N':>6s} {'edges':>8s} {'contender':>15s} {'time [s]':>9s} "
-            f"{'rel. gap':>9s} {'KKT':>8s} {'cert':>4s} {'K':>5s} {'t/t(auto)':>9s}  note")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(f"{r['problem']:32s} {r['N']:6d} {r['edges']:8d} {r['contender']:>15s} "
-              f"{_fmt(r['time_s'], '9.3f')} {_fmt(r['rel_gap'], '9.1e')} "
-              f"{_fmt(r['kkt'], '8.1e')} {'yes' if r['certified'] else 'NO':>4s} "
-              f"{_fmt(r['n_clusters'], '5d')} {_fmt(r['vs_auto'], '9.2f')}  {r['note']}")
+COLUMNS = [("problem", "problem", "32s"), ("N", "N", "6d"), ("edges", "edges", "8d"),
+           ("contender", "contender", ">15s"), ("time [s]", "time_s", "9.3f"),
+           ("rel. gap", "rel_gap", "9.1e"), ("KKT", "kkt", "8.1e"),
+           ("cert", lambda r: yes_no(r["certified"]), ">4s"), ("K", "n_clusters", "5d"),
+           ("t/t(auto)", "vs_auto", "9.2f")]
 
 
 PLOTTED = ("complete, planted", "kNN10, mixture")
@@ -273,18 +265,7 @@ def plot(rows, path):
     colour = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
     fig, axes = plt.subplots(1, len(PLOTTED), figsize=(11, 4.8), sharey=True)
     for ax, family in zip(axes, PLOTTED, strict=True):
-        for name in names:
-            pts = sorted((r["N"], r["time_s"], r["certified"]) for r in rows
-                         if r["problem"] == family and r["contender"] == name)
-            if not pts:
-                continue
-            ax.loglog([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4,
-                      color=colour[name], label=name)
-            bad = [p for p in pts if not p[2]]
-            ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=9, mew=1.5)
-        ax.set_title(family)
-        ax.set_xlabel("N (users)")
-        ax.grid(True, which="both", alpha=0.3)
+        time_vs_n_panel(ax, rows, family, colour)
     axes[0].set_ylabel("time [s] (min of rounds)")
     axes[0].plot([], [], "kx", label=f"KKT > {TOL:g} (convexfl's certificate)")
     axes[0].legend(fontsize=7)
@@ -307,12 +288,12 @@ def run(*, quick: bool, out: str, cases=CASES):
     for name in cases:
         print(f"[benchmarks] {name} ...", flush=True)
         new = globals()[f"case_{name}"](quick)
-        print_table(new)  # each case as it finishes
+        print_table(new, COLUMNS)  # each case as it finishes
         rows += new
         with open(os.path.join(out, "ccmm_results.json"), "w") as fh:
             json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=float)
     print()
-    print_table(rows)
+    print_table(rows, COLUMNS)
     print(f"JIT warm-up (not in the times above): {warmup:.2f} s; times: min of {ROUNDS} "
           "rounds on a shared machine — compare ratios within this run")
     png = plot(rows, os.path.join(out, "ccmm_time_vs_n.png"))
