@@ -269,6 +269,11 @@ class Quadratic(Loss):
     def _hessians_near(self, X):
         return self.coef[:, None, None] * np.eye(self.dim)
 
+    def strictly_convex_at(self, X) -> np.ndarray:
+        """``∇²f_i = c_i I`` everywhere: strictly convex iff ``c_i > 0`` (no eigenvalues)."""
+        check_matrix_rows(X, self.n_users, self.dim)
+        return self.coef > 0
+
     def aggregate(self, partition):
         labels = check_partition(partition, self.n_users)
         k = labels.max() + 1
