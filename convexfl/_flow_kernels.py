@@ -153,12 +153,20 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
 
 
 @njit(cache=True)
+def sums_by_label(V, labels, k):
+    """``S_c = Σ_{i : labels_i = c} V_i`` for ``c = 0..k−1``, shape (k, d) (what
+    ``np.add.at`` does, in one pass)."""
+    S = np.zeros((k, V.shape[1]))
+    for i in range(V.shape[0]):
+        for j in range(V.shape[1]):
+            S[labels[i], j] += V[i, j]
+    return S
+
+
+@njit(cache=True)
 def centred_by_component(R, comp, counts):
     """``R − R̄`` with ``R̄`` the mean of ``R`` over each component."""
-    means = np.zeros((counts.size, R.shape[1]))
-    for i in range(R.shape[0]):
-        for k in range(R.shape[1]):
-            means[comp[i], k] += R[i, k]
+    means = sums_by_label(R, comp, counts.size)
     out = np.empty_like(R)
     for i in range(R.shape[0]):
         for k in range(R.shape[1]):

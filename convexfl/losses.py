@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from . import _kernels as K
+from ._flow_kernels import sums_by_label
 from ._validation import (
     as_float_array,
     as_int,
@@ -278,9 +279,7 @@ class Quadratic(Loss):
         labels = check_partition(partition, self.n_users)
         k = labels.max() + 1
         w = np.bincount(labels, weights=self.coef, minlength=k)
-        centre = np.zeros((k, self.dim))
-        np.add.at(centre, labels, self.coef[:, None] * self.F)
-        centre /= w[:, None]
+        centre = sums_by_label(self.coef[:, None] * self.F, labels, k) / w[:, None]
         spread = 0.5 * self.coef * np.sum((self.F - centre[labels]) ** 2, axis=1)
         out = Quadratic(centre, w)
         out.offset = np.bincount(labels, weights=spread + self.offset, minlength=k)

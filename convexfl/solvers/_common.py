@@ -38,7 +38,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._flow_kernels import masked_components
+from .._flow_kernels import masked_components, sums_by_label
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import factor_spd, kkt_residual
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
@@ -181,8 +181,7 @@ def components(n, edges, mask):
 
 def cluster_means(X, labels, k=None):
     k = int(labels.max()) + 1 if k is None else k
-    W = np.zeros((k, X.shape[1]))
-    np.add.at(W, labels, X)
+    W = sums_by_label(np.ascontiguousarray(X, dtype=float), labels, k)
     W /= np.bincount(labels, minlength=k)[:, None]
     return W
 

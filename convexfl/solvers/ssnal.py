@@ -170,8 +170,7 @@ class _Precond:
         n, (i, j) = self.n, self.edges.T
         self.n_factor += 1
         if self.kind == "dense":
-            M = np.zeros((n, n))
-            np.add.at(M, (i, j), -w)
+            M = -np.bincount(i * n + j, weights=w, minlength=n * n).reshape(n, n)
             M = M + M.T
             M[np.diag_indices(n)] = self.coef - M.sum(axis=1)
             cf = sla.cho_factor(M, check_finite=False)
