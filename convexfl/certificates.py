@@ -144,10 +144,10 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         return Certificate(r / (1 + gn), r, r, True, prob.objective(X), 0.0, 0, gn, 0)
     if isinstance(prob, Reduced):
         X = prob.check_X(X)
+        from ._flow_kernels import sums_by_label
+
         k = prob.n_clusters
-        W = np.zeros((k, prob.dim))
-        np.add.at(W, prob.labels, X)
-        W /= np.bincount(prob.labels, minlength=k)[:, None]
+        W = sums_by_label(X, prob.labels, k) / np.bincount(prob.labels, minlength=k)[:, None]
         return kkt_residual(prob.inner, W, fuse_tol=fuse_tol, flows=flows, rtol=rtol,
                             max_iter=max_iter, target=target)
     if not isinstance(prob, SumOfNorms):
