@@ -2,6 +2,7 @@
 ``python -m benchmarks setup-peers --ccmm-src PATH`` (optional peers: :mod:`benchmarks.peers`)."""
 
 import argparse
+import importlib.util
 import sys
 
 from . import large_knn, suite, torch_son, versus
@@ -37,7 +38,11 @@ def main(argv=None):
     if peer:
         versus.run(quick=args.quick, out=args.out, cases=peer)
     if any(c in torch_son.CASES for c in cases):
-        torch_son.run(quick=args.quick, out=args.out)
+        if importlib.util.find_spec("torch") is None:
+            print("[benchmarks] torch_son skipped: PyTorch is not installed "
+                  "(pip install 'convexfl[torch]')", flush=True)
+        else:
+            torch_son.run(quick=args.quick, out=args.out)
     if "large_knn" in cases:
         large_knn.run(quick=args.quick, out=args.out)
     return 0
