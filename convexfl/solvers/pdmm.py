@@ -105,8 +105,9 @@ def solve_pdmm(prob, *, tol: float = 1e-6, max_iter: int = 5000, rho: float = 10
         Seeds the choice of S_P.
     check_every : int
         Iterations between looks at the residuals (and possible certificates).
-    polish : bool
-        Refine the certified candidate by Newton on its reduced problem.
+    polish : bool or "small"
+        Refine the certified candidate by Newton on its reduced problem (``"small"``: only
+        reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
     record_objective : bool
         Record ``F(x^t)`` at every iteration (``history["objective"]``).
     X0, flows0, warm_start

@@ -106,8 +106,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         The preconditioner ``C + σ L_w`` of the Newton systems' conjugate gradients: dense
         Cholesky, exact sparse LU, or one algebraic-multigrid V-cycle (pyamg); ``"auto"``
         chooses by size and density (:func:`newton_solver_for`).
-    polish : bool
-        Refine candidates by Newton on the reduced problem before certifying.
+    polish : bool or "small"
+        Refine candidates by Newton on the reduced problem before certifying (``"small"``:
+        only reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
     X0, flows0, warm_start
         Warm start: models (N, d), flows (E, d) (projected on the capacities), or a previous
         ``Solution`` of any method (its flows moved to the new λ: extrapolated along its

@@ -81,8 +81,9 @@ def solve_torch(prob, *, device="cpu", dtype=None, tol: float = 1e-6, max_iter: 
         As for :func:`convexfl.solvers.admm.solve_admm` (its defaults, and its residual
         balancing ``mu`` and ``tau_incr``); ``check_every`` iterations run on the device
         between looks at the residuals.
-    polish : bool
-        Refine candidates by Newton on the reduced problem before certifying.
+    polish : bool or "small"
+        Refine candidates by Newton on the reduced problem before certifying (``"small"``:
+        only reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
     X0, flows0, warm_start
         Warm start: models (N, d), edge flows (E, d), or a previous ``Solution``.
 
