@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from ._flow_kernels import masked_components
 from ._validation import as_float_array, as_scalar, check_partition
 from .certificates import DEFAULT_FUSE_RTOL
 from .problems import scale_of
@@ -47,11 +48,11 @@ def labels(X, tol: float | None = None, *, graph=None) -> np.ndarray:
     if graph is not None:
         if graph.n_nodes != n:
             raise ValueError(f"graph: has {graph.n_nodes} nodes but X has {n} rows")
-        close = graph.distances(X) <= tol
-        adj = graph.subgraph_edges(close).adjacency
-    else:
-        pairs = cKDTree(X).query_pairs(tol, output_type="ndarray")
-        adj = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+        # union-find over the close edges: components numbered by their smallest user,
+        # which is the first-appearance order
+        return masked_components(n, graph.edges, graph.distances(X) <= tol)[0]
+    pairs = cKDTree(X).query_pairs(tol, output_type="ndarray")
+    adj = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
     _, lab = connected_components(adj, directed=False)
     return check_partition(lab, n)
 

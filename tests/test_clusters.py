@@ -39,3 +39,18 @@ def test_labels_restricted_to_graph_edges():
     np.testing.assert_array_equal(cfl.clusters.labels(X, tol=1e-6), [0, 0, 0])
     with pytest.raises(ValueError, match="graph: has 3 nodes but X has 2 rows"):
         cfl.clusters.labels(X[:2], graph=path)
+
+
+def test_labels_on_a_graph_match_scipy_components_of_the_close_edges():
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(3)
+    X = np.round(rng.standard_normal((300, 2)) * 2) / 2  # many exact ties
+    graph = cfl.graphs.knn(rng.standard_normal((300, 2)), 4)
+    close = graph.distances(X) <= 1e-9
+    _, expected = connected_components(graph.subgraph_edges(close).adjacency, directed=False)
+    got = cfl.clusters.labels(X, tol=1e-9, graph=graph)
+    assert cfl.clusters.same_partition(got, expected)
+    first = np.unique(got, return_index=True)[1]
+    assert np.all(np.diff(first) > 0)  # numbered in order of first appearance
+    assert 1 < got.max() + 1 < 300

@@ -255,3 +255,37 @@ def test_a_save_that_fails_at_the_rename_leaves_the_old_file_and_no_temporary(qu
         path.save(tmp_path / "p")
     assert (tmp_path / "p.npz").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["p.json", "p.npz"]     # no temporary file left
+
+
+def test_above_a_fused_lambda_the_path_reuses_the_certified_fused_solution(quad, monkeypatch):
+    prob, _ = quad
+    lam_hat = cfl.bounds.fusion_threshold(prob).value
+    calls = []
+    monkeypatch.setitem(solvers.METHODS, "counting", _counting_method(calls))
+    lams = [0.5 * lam_hat, 1.01 * lam_hat, 2 * lam_hat, 10 * lam_hat]
+    p = cfl.son_path(prob, lams, method="counting")
+    assert len(calls) == 2  # the first fused λ is solved; the two above it are not
+    assert list(p.n_clusters[1:]) == [1, 1, 1] and p.n_clusters[0] > 1
+    for lam, X, kkt, obj in zip(p.lambdas[1:], p.X[1:], p.kkt_residual[1:], p.objective[1:],
+                                strict=True):
+        at = prob.with_lam(lam)
+        assert cfl.certificates.kkt_residual(at, X).kkt_residual <= 1e-6
+        assert kkt <= 1e-6 and obj == pytest.approx(at.objective(X), rel=1e-12)
+    cold = cfl.son_path(prob, lams, method="counting", warm_start=False)
+    assert len(calls) == 6  # without warm starts every λ is solved
+    np.testing.assert_allclose(cold.X, p.X, atol=1e-6)
+
+
+def test_the_fused_shortcut_needs_every_component_fused(monkeypatch):
+    A = np.array([[0.0, 0], [0.1, 0], [5.0, 5.0], [5.2, 5.0], [9.0, 0.0], [9.1, 0.0]])
+    graph = cfl.graphs.from_edges([[0, 1], [2, 3], [3, 4], [4, 5]], n_nodes=6)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.0)
+    calls = []
+    monkeypatch.setitem(solvers.METHODS, "counting", _counting_method(calls))
+    p = cfl.son_path(prob, [1.0, 2.0, 50.0, 100.0], method="counting")
+    # components {0, 1} and {2..5}: three clusters at λ = 1 and 2 (not reused: one component
+    # is not fused), each component fused at λ = 50, which λ = 100 reuses
+    assert list(p.n_clusters) == [3, 3, 2, 2] and len(calls) == 3
+    np.testing.assert_array_equal(p.X[3], p.X[2])
+    for lam, X in zip(p.lambdas, p.X, strict=True):
+        assert cfl.certificates.kkt_residual(prob.with_lam(lam), X).kkt_residual <= 1e-6
