@@ -222,7 +222,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             t0 = time.perf_counter()
             if warm_start and r > start and _stays_fused(prev, cols["n_clusters"][r - 1],
                                                         prob, lam):
-                sol = _fused_at(prev, lam)
+                sol = _fused_at(prev, prob.with_lam(lam))
             else:
                 warm = _warm_kwargs(fn, prev, X_last, flows_last) if warm_start else {}
                 sol, accepted = _solve_warm(solve, prob.with_lam(lam), method,
@@ -280,16 +280,20 @@ def _stays_fused(prev, n_clusters, prob, lam):
             and n_clusters == prob.graph.n_components)
 
 
-def _fused_at(prev, lam):
-    """The certified solution at ``lam`` from a certified solution fused in every component at
-    a smaller λ: the same models and the same flows. With every edge fused, neither the
-    gradients ``∇f_i(x_i)`` nor the objective depend on λ, and flows with ``‖u_e‖ ≤ λ' w_e``
-    satisfy ``‖u_e‖ ≤ λ w_e`` for ``λ ≥ λ'``: the certified KKT residual stays a certified
-    bound, with the same flows (the argument that fusion persists above λ̂). No solve: 337
-    of the 551 λ of the make_moons path (``benchmarks.versus``) are of this kind."""
+def _fused_at(prev, prob):
+    """The certified solution of ``prob`` from a certified solution fused in every component
+    at a smaller λ: the same models and the same flows. With every edge fused, the gradients
+    ``∇f_i(x_i)`` do not depend on λ, and flows with ``‖u_e‖ ≤ λ' w_e`` satisfy
+    ``‖u_e‖ ≤ λ w_e`` for ``λ ≥ λ'``: the certified KKT residual stays a certified bound, with
+    the same flows (the argument that fusion persists above λ̂). The objective is evaluated
+    at the new λ (models fused within ``fuse_tol`` may add a tiny penalty). No solve: 337 of
+    the 551 λ of the make_moons path (``benchmarks.versus``) are of this kind."""
     from dataclasses import replace
 
-    return replace(prev, lam=lam, n_iter=0, time_s=0.0, stage="warm partition",
+    objective = prob.objective(prev.X)
+    return replace(prev, lam=prob.lam, objective=objective, n_iter=0, time_s=0.0,
+                   certificate=replace(prev.certificate, objective=objective),
+                   stage="warm partition",
                    message="fused at the previous λ: the same models and flows certify "
                            "every larger λ")
 
