@@ -192,3 +192,24 @@ def test_one_pass_bounds_never_exceed_the_least_residual(n, lam, seed):
         assert np.sqrt(bound_sq) <= upper * (1 + 1e-9) + 1e-12
     if len(edges) == 0:
         assert np.sqrt(node) == pytest.approx(np.linalg.norm(G))
+
+
+def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
+    from convexfl.certificates import _Anderson
+
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.standard_normal((20, 20)))[0]
+    M = Q @ np.diag(np.linspace(0.5, 0.97, 20)) @ Q.T  # contraction, slow modes near 1
+    b = rng.standard_normal((20, 1))
+    fixed = np.linalg.solve(np.eye(20) - M, b)
+    plain = np.zeros((20, 1))
+    mixed = np.zeros((20, 1))
+    mix = _Anderson(5)
+    for _ in range(30):
+        plain = M @ plain + b
+        Tu = M @ mixed + b
+        fast = mix.step(mixed, Tu)
+        mixed = Tu if fast is None else fast
+    err_plain = np.linalg.norm(plain - fixed)
+    err_mixed = np.linalg.norm(mixed - fixed)
+    assert err_mixed < 1e-3 * err_plain

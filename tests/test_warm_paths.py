@@ -151,23 +151,27 @@ def test_coarsen_option_is_checked():
         cfl.solve(mixture_knn(n=50), method="admm", coarsen="yes")
 
 
-def test_polish_stops_at_its_deadline_and_says_so():
-    """A polish given a deadline already past takes its first Newton step only and reports
-    failure (the candidate is then certified as it is, never called polished); without a
-    deadline the same polish converges. Certifier.__call__ gives polishes during the
-    iterations such deadlines (POLISH_SHARE of the run, at least POLISH_FLOOR seconds)."""
-    import time
-
+def test_polish_stops_at_its_step_budget_and_says_so():
+    """A polish allowed one Newton step takes that step only and reports failure (the
+    candidate is then certified as it is, never called polished); without a budget the same
+    polish converges, in more steps. Certifier.__call__ gives polishes during the iterations
+    such budgets (POLISH_STEPS, and POLISH_STEPS_PER_CHECK more per candidate): counts, so
+    that the answer never depends on the machine's speed."""
     from convexfl.solvers._common import polish
 
     loss, graph = triangle_groups()
     prob = cfl.SumOfNorms(loss, graph, 0.02)
     labels = np.repeat(np.arange(3), 6)
     W0 = cluster_means(loss.F, labels)
-    _, W_full, ok_full = polish(prob, labels, W0)
-    _, W_cut, ok_cut = polish(prob, labels, W0, deadline=time.perf_counter() - 1.0)
+    _, W_full, ok_full, steps_full = polish(prob, labels, W0)
+    _, W_cut, ok_cut, steps_cut = polish(prob, labels, W0, max_steps=1)
     assert ok_full and not ok_cut
+    assert steps_cut == 1 < steps_full
     assert not np.allclose(W_cut, W0)  # the first step was taken
     assert np.abs(W_cut - W_full).max() > 1e-12  # but not the ones after it
+    _, W_again, ok_again, _ = polish(prob, labels, W0, max_steps=steps_full)
+    assert ok_again and np.array_equal(W_again, W_full)  # a budget that suffices
+    _, W_dense, ok_dense, steps_dense = polish(prob, labels, W0, dense_max=1)
+    assert not ok_dense and steps_dense == 0 and np.array_equal(W_dense, W0)
     sol = cfl.solve(prob, method="ssnal", tol=1e-10)
     np.testing.assert_allclose(W_full[labels], sol.X, atol=1e-8)

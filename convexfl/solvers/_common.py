@@ -55,8 +55,10 @@ MERGE_MAX = 2000  # largest reduced problem (K·d) solved for its merges before 
 COARSEN_MIN = 2000  # solvers try coarsening (Certifier.coarsen) from this many users on
 DENSE_MAX = 2500  # reduced Newton systems up to this size are solved densely
 SMALL_NEWTON = 300  # reduced Newton systems this small are dense and cheap at any density
-POLISH_SHARE = 0.25  # polishes during the iterations take at most this share of the run...
-POLISH_FLOOR = 0.05  # ...or this many seconds (the final polish has no limit)
+POLISH_STEPS = 30  # Newton steps the polishes during the iterations may take at first...
+POLISH_STEPS_PER_CHECK = 10  # ...and more for each candidate checked (final polish: no limit)
+POLISH_DENSE_MAX = 1000  # larger dense Newton systems are polished only at the end
+COARSEN_FAILS = 3  # coarsening attempts that may fail before a solver stops trying
 
 
 def check_common(tol, max_iter):
@@ -187,17 +189,19 @@ def cluster_means(X, labels, k=None):
 
 
 def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12,
-           merge_rtol=1e-9, deadline=None):
+           merge_rtol=1e-9, max_steps=None, dense_max=DENSE_MAX):
     """Newton's method on the reduced problem (RED) of ``labels``, started at ``W0``.
 
     Sparse Hessian (dense when small); Armijo backtracking; clusters whose centroids meet
-    (distance ≤ 1e-9 · scale) are merged and Newton restarts. No Newton step starts after
-    ``deadline`` (a ``time.perf_counter()`` value), except the first. Returns ``(labels, W,
-    ok)``.
+    (distance ≤ 1e-9 · scale) are merged and Newton restarts. At most ``max_steps`` Newton
+    steps in all (at least one); a dense Newton system larger than ``dense_max`` is not
+    attempted. Returns ``(labels, W, ok, steps)``; the limits are counts, never times, so
+    that the same input always gives the same answer.
     """
     d = prob.dim
     labels = np.asarray(labels, dtype=np.int64)
     W = np.asarray(W0, dtype=float)
+    steps = 0
     for _ in range(max_rounds):
         red = Reduced(prob.loss, prob.graph, labels, prob.lam)
         # Reduced renumbers clusters by first appearance: map W0 accordingly
@@ -212,13 +216,15 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         k = inner.n_users
         if edges.shape[0] == 0:
             W = user_minimisers(inner.loss, W)
-            return labels, W, True
+            return labels, W, True, steps
         n = k * d
         # dense storage only for dense graphs: a dense factorisation of a sparse matrix
         # fills in with decaying (subnormal) numbers and becomes very slow
         dense = n <= SMALL_NEWTON or (n <= DENSE_MAX and edges.shape[0] > k * k / 8)
-        if not dense and (edges.shape[0] > 40 * k or n > POLISH_MAX):
-            return labels, W, False  # too costly to factor: leave it to the solver
+        too_costly = (n > dense_max if dense
+                      else edges.shape[0] > 40 * k or n > POLISH_MAX)
+        if too_costly:  # leave it to the solver
+            return labels, W, False, steps
         n_trip = 0 if dense else k * d * d + 4 * edges.shape[0] * d * d
         Hd = np.empty((n, n) if dense else (0, 0))
         rows = np.empty(n_trip, np.int64)
@@ -229,9 +235,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         merged = False
         ok = False
         t_start = 1.0
-        for it in range(max_iter):
-            if deadline is not None and it > 0 and time.perf_counter() > deadline:
-                return labels, W, False
+        for _ in range(max_iter):
             val, nt, rmin = reduced_grad_hess(*arrays, edges, cap, W, grad, Hd, rows, cols,
                                               vals)
             if rmin <= merge_tol:
@@ -244,6 +248,9 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
             if gsum <= gtol_rel * (1.0 + np.abs(W).max() + np.abs(cap).max()):
                 ok = True
                 break
+            if max_steps is not None and steps >= max(max_steps, 1):
+                return labels, W, False, steps
+            steps += 1
             try:
                 if dense:
                     reg = 1e-13 * (1.0 + np.abs(np.diag(Hd)).max())
@@ -257,10 +264,10 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
                     Hs = (H + reg * sp.identity(n)).tocsc()
                     step = -factor_spd(Hs).solve(grad.ravel())
             except (np.linalg.LinAlgError, RuntimeError, ValueError):
-                return labels, W, False
+                return labels, W, False, steps
             step = step.reshape(k, d)
             if not np.all(np.isfinite(step)):
-                return labels, W, False
+                return labels, W, False, steps
             slope = float(np.sum(grad * step))
             # start from twice the last accepted step: near a merge the steps stay short
             # (‖w_a − w_b‖ has no radial curvature) and backtracking from 1 each time cost
@@ -273,12 +280,12 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
                     break
                 t *= 0.5
                 if t < 1e-12:
-                    return labels, W, False
+                    return labels, W, False, steps
             t_start = min(1.0, 2.0 * t)
             W = Wn
         if not merged:
-            return labels, W, ok
-    return labels, W, False
+            return labels, W, ok, steps
+    return labels, W, False, steps
 
 
 class Certifier:
@@ -300,10 +307,9 @@ class Certifier:
         self.best = None  # (kkt, X, cert, certified flows, fuse_tol)
         self.last_polished = None  # hash of the last partition polished without success
         self.last_seen = None  # hash of the partition at the last call of untried()
-        self.t0 = time.perf_counter()
         self.coarse_k = prob.n_users  # clusters at the last coarsening attempt
-        self.coarsen_time = 0.0
-        self.polish_time = 0.0  # in polishes during the iterations (limited: __call__)
+        self.coarsen_fails = 0
+        self.polish_steps = 0  # Newton steps of the polishes during the iterations
 
     def _certify(self, X, flows, target=None):
         ftol = fuse_tol_of(X)
@@ -321,13 +327,16 @@ class Certifier:
         whose reduced problem is small (``K·d ≤ SMALL_NEWTON``) is polished before its first
         certificate, so that one certificate serves (measured: SSNAL, complete graph N = 400,
         the K = 4 candidate needed two certificates of ~8 ms each, the first always
-        failing at SSNAL's accuracy, the polish ~3 ms). Polishes
-        during the iterations (not forced) stop when the polishing time so far exceeds
-        ``POLISH_SHARE`` of the run or ``POLISH_FLOOR`` seconds, whichever is more (measured:
-        SSNAL on the complete graph, N = 400, d = 5, λ = 6/N, all 400 clusters distinct: a
-        dense Newton polish of the 2000 unknowns took 6.3 s and failed, while the next
-        outer iteration certified to 1e-9). Returns True when a candidate is certified
-        below ``tol`` (kept in :attr:`best`).
+        failing at SSNAL's accuracy, the polish ~3 ms).
+
+        Polishes during the iterations (not forced) share a budget of Newton steps,
+        ``POLISH_STEPS`` plus ``POLISH_STEPS_PER_CHECK`` for each candidate checked so far,
+        and skip dense Newton systems larger than ``POLISH_DENSE_MAX`` (measured: SSNAL on
+        the complete graph, N = 400, d = 5, λ = 6/N, all 400 clusters distinct: a dense
+        Newton polish of the 2000 unknowns took 6.3 s and failed, while the next outer
+        iteration certified to 1e-9). The budget counts steps, not seconds: a budget in
+        time made the answer depend on the machine's load and on numba's compile cache.
+        Returns True when a candidate is certified below ``tol`` (kept in :attr:`best`).
         """
         start = time.perf_counter()
         self.count += 1
@@ -344,38 +353,43 @@ class Certifier:
               and self._certify(X, flows, self.tol).kkt_residual <= self.tol)
         if not ok and may_polish:
             self.last_polished = key
-            now = time.perf_counter()
-            deadline = None if force_polish else now + max(
-                POLISH_FLOOR, POLISH_SHARE * (now - self.t0) - self.polish_time)
-            ok = self._polish_and_certify(labels, W, flows, merge=force_polish,
-                                          deadline=deadline,
-                                          certified=None if small else X)
-            if not force_polish:
-                self.polish_time += time.perf_counter() - now
+            if force_polish:
+                ok = self._polish_and_certify(labels, W, flows,
+                                              certified=None if small else X)
+            else:
+                budget = (POLISH_STEPS + POLISH_STEPS_PER_CHECK * self.count
+                          - self.polish_steps)
+                ok = self._newton_and_certify(labels, W, flows, max_steps=budget,
+                                              dense_max=POLISH_DENSE_MAX,
+                                              certified=None if small else X)
         if self.best is None:  # the polish gave no finite candidate
             self._certify(X, flows, self.tol)
         self.time += time.perf_counter() - start
         return ok
 
-    def _polish_and_certify(self, labels, W, flows, merge=True, deadline=None,
-                            certified=None):
-        """Newton on the reduced problem of ``labels``; if that does not certify and
-        ``merge``, the merges of ``labels`` from its reduced problem (:meth:`_merged`), then
-        Newton again. (Solvers ask for merges on warm partitions and on their last
-        candidate only: early candidates are rarely refinements of the solution, and an
-        inner solve for each would cost more than the iterations it saves.)"""
-        ok = self._newton_and_certify(labels, W, flows, deadline, certified)
-        if ok or not merge:
-            return ok
+    def _polish_and_certify(self, labels, W, flows, certified=None):
+        """Newton on the reduced problem of ``labels``; if that does not certify, the
+        merges of ``labels`` from its reduced problem (:meth:`_merged`), then Newton again.
+        (Solvers ask for merges on warm partitions and on their last candidate only: early
+        candidates are rarely refinements of the solution, and an inner solve for each
+        would cost more than the iterations it saves.)"""
+        if self._newton_and_certify(labels, W, flows, certified=certified):
+            return True
         merged, W = self._merged(labels, W)
         return merged is not None and self._newton_and_certify(merged, W, flows)
 
-    def _newton_and_certify(self, labels, W, flows, deadline=None, certified=None):
-        """Newton on the reduced problem of ``labels`` from ``W``, then the certificate of
-        its result, unless that is ``certified`` (the candidate already certified, which
-        Newton left unchanged: e.g. a single cluster at its mean)."""
-        lab2, W2, _ = polish(self.prob, labels, W, gtol_rel=min(1e-3 * self.tol, 1e-11),
-                             deadline=deadline)
+    def _newton_and_certify(self, labels, W, flows, *, max_steps=None, dense_max=DENSE_MAX,
+                            certified=None):
+        """Newton on the reduced problem of ``labels`` from ``W`` (:func:`polish`, its
+        limits ``max_steps`` and ``dense_max``; the steps taken under a limit count in
+        :attr:`polish_steps`), then the certificate of its result, unless that is
+        ``certified`` (the candidate already certified, which Newton left unchanged: e.g. a
+        single cluster at its mean)."""
+        lab2, W2, _, steps = polish(self.prob, labels, W,
+                                    gtol_rel=min(1e-3 * self.tol, 1e-11),
+                                    max_steps=max_steps, dense_max=dense_max)
+        if max_steps is not None:
+            self.polish_steps += steps
         if not np.all(np.isfinite(W2)):
             return False
         if certified is not None and np.array_equal(W2[lab2], certified):
@@ -384,28 +398,27 @@ class Certifier:
 
     def coarsen(self, fused_mask, X, flows):
         """A coarsening attempt for large problems: when the solver's partition has at most
-        half the clusters of the last attempt (the first: ``N/2``), and the attempts so far
-        took at most a quarter of the time since the solver started, solve its reduced
+        half the clusters of the last attempt (the first: ``N/2``), and fewer than
+        ``COARSEN_FAILS`` attempts have failed so far, solve its reduced
         problem for its merges (:meth:`_merged`, any size), polish and certify. Early in a
         run the solver's exact fusions are often already a refinement of the solution, and
         the reduced problem is much smaller (measured: kNN N = 5e4, λ = 10: ADMM certifies
         K = 4 in 10 s this way; SSNAL needs ~120 s). Where they are not (wrong fusions)
-        the attempt fails; one attempt can overrun the budget (measured: ADMM on make_moons
-        n = 5000 at λ = 0.2, 16 s without attempts, 21 s with). Returns True when a
-        candidate is certified."""
+        the attempt fails, and costs time (measured: ADMM on make_moons n = 5000 at
+        λ = 0.2, 16 s without attempts, 21 s with). Returns True when a candidate is
+        certified."""
         labels = components(self.prob.n_users, self.prob.graph.edges, fused_mask)
         k = int(labels.max()) + 1
-        elapsed = time.perf_counter() - self.t0
-        if k > self.coarse_k / 2 or self.coarsen_time > 0.25 * elapsed:
+        if k > self.coarse_k / 2 or self.coarsen_fails >= COARSEN_FAILS:
             return False
         self.coarse_k = k
         start = time.perf_counter()
         self.count += 1
         merged, W = self._merged(labels, cluster_means(X, labels), max_size=None)
         ok = merged is not None and self._newton_and_certify(merged, W, flows)
-        spent = time.perf_counter() - start
-        self.coarsen_time += spent
-        self.time += spent
+        self.coarsen_fails += not ok
+        self.time += time.perf_counter() - start
+        return ok
         return ok
 
     def _merged(self, labels, W, max_size=MERGE_MAX):

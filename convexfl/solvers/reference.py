@@ -228,5 +228,5 @@ def polish(prob: SumOfNorms, X, *, fuse_tol: float):
     """
 
     lab = cluster_labels(X, tol=fuse_tol)
-    lab, W, ok = newton_on_reduced(prob, lab, cluster_means(X, lab))
+    lab, W, ok, _ = newton_on_reduced(prob, lab, cluster_means(X, lab))
     return W[lab] if ok else None
