@@ -226,3 +226,33 @@ def test_an_answer_from_the_final_polish_says_so():
     assert warm.stage == "warm partition" and warm.n_iter == 0
     assert cfl.solve(prob.with_lam(0.0), method="ssnal").stage == "closed form"
     assert cfl.solve(prob, method="cvxpy").stage.startswith("interior point")
+
+
+# ------------------------------------------------------------------- independence of the clock
+
+def _fast_clock(monkeypatch):
+    """Make ``time.perf_counter`` advance 10 s at every call: a machine 'infinitely' loaded."""
+    import time
+
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "perf_counter", lambda: 10.0 * next(ticks))
+
+
+@pytest.mark.parametrize("method, options", [("ssnal", {}), ("admm", {"coarsen": True}),
+                                             ("pdmm", {"random_state": 0})])
+def test_a_solve_gives_the_same_answer_on_a_slow_machine(monkeypatch, method, options):
+    """Every decision inside a solve (polish budgets, coarsening attempts) counts work, never
+    seconds: the same input gives the same models, residual and iterations whatever the
+    clock says (a budget in seconds once changed a theory check's certified residual from
+    1.9e-13 to 5.6e-11 when numba's compile cache was empty)."""
+    from tests.test_warm_paths import mixture_knn
+
+    prob = mixture_knn(n=400)
+    ref = cfl.solve(prob, method=method, tol=1e-8, **options)
+    _fast_clock(monkeypatch)
+    slow = cfl.solve(prob, method=method, tol=1e-8, **options)
+    assert ref.converged and slow.converged
+    np.testing.assert_array_equal(slow.X, ref.X)
+    assert (slow.kkt_residual, slow.n_iter, slow.stage) == \
+        (ref.kkt_residual, ref.n_iter, ref.stage)
+    assert slow.history["certify_at"] == ref.history["certify_at"]
