@@ -167,26 +167,60 @@ def test_solve_runs_with_the_set_number_of_blas_threads(monkeypatch, threads):
     assert seen == [[1] * len(before) if threads == 1 else before]
 
 
-def test_amg_newton_solver_gives_the_lu_solution():
+@pytest.mark.parametrize("kind, dim", [("amg", 3), ("hessian", 3), ("hessian", 2),
+                                       ("hessian", 1)])
+def test_newton_solvers_give_the_lu_solution(kind, dim):
     rng = np.random.default_rng(3)
-    A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
+    A = np.r_[rng.standard_normal((150, dim)), rng.standard_normal((150, dim)) + 4.0]
     g = cfl.graphs.knn(A, 10, warn_disconnected=False)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), g, 0.5)
     lu = cfl.solve(prob, method="ssnal", newton_solver="lu", tol=1e-8)
-    amg = cfl.solve(prob, method="ssnal", newton_solver="amg", tol=1e-8)
-    assert lu.history["newton_solver"] == "lu" and amg.history["newton_solver"] == "amg"
-    assert lu.converged and amg.converged and amg.kkt_residual <= 1e-8
-    assert cfl.clusters.same_partition(amg.labels(), lu.labels())
-    assert abs(amg.objective - lu.objective) <= 1e-8 * abs(lu.objective)
-    assert np.max(np.abs(amg.X - lu.X)) <= 1e-6
+    other = cfl.solve(prob, method="ssnal", newton_solver=kind, tol=1e-8)
+    assert lu.history["newton_solver"] == "lu" and other.history["newton_solver"] == kind
+    assert lu.converged and other.converged and other.kkt_residual <= 1e-8
+    assert cfl.clusters.same_partition(other.labels(), lu.labels())
+    assert abs(other.objective - lu.objective) <= 1e-8 * abs(lu.objective)
+    assert np.max(np.abs(other.X - lu.X)) <= 1e-6
 
 
-@pytest.mark.parametrize("n, m, kind", [(100, 300, "dense"), (3000, 2_000_000, "dense"),
-                                        (5000, 30_000, "lu"), (10**5, 6 * 10**5, "amg")])
-def test_auto_newton_solver_by_size_and_density(n, m, kind):
+def test_the_hessian_lu_is_the_exact_newton_matrix():
+    """The "hessian" preconditioner solves the Newton system itself: its solve inverts the
+    matrix-free product ``hess_vec`` to rounding, blocks and ordering included."""
+    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_vec, psi_grad
+    from convexfl.solvers.ssnal import _Precond
+
+    rng = np.random.default_rng(0)
+    n, d = 60, 2
+    A = rng.standard_normal((n, d))
+    g = cfl.graphs.knn(A, 6, warn_disconnected=False)
+    coef = np.full(n, 1.0)
+    cap = 0.3 * g.weights
+    m = g.n_edges
+    X = A + 0.1 * rng.standard_normal((n, d))
+    Y = rng.standard_normal((m, d))
+    sigma = 2.0
+    G, P, tnorm = np.empty((n, d)), np.empty((m, d)), np.empty(m)
+    psi_grad(A, coef, g.edges, cap, X, Y, sigma, G, P, tnorm)
+    assert 0 < np.sum(tnorm > cap) < m  # both kinds of edge blocks occur
+    blocks = np.empty((m, d, d))
+    hess_blocks(g.edges, cap, P, tnorm, sigma, blocks)
+    pre = _Precond(coef, g.edges, n, "hessian")
+    pre.factor_hessian(blocks)
+    V = rng.standard_normal((n, d))
+    HV = np.empty((n, d))
+    hess_vec(coef, g.edges, cap, P, tnorm, sigma, V, HV)
+    np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("n, m, dim, kind", [(100, 300, 3, "dense"),
+                                             (3000, 2_000_000, 2, "dense"),
+                                             (5000, 30_000, 3, "lu"),
+                                             (5000, 30_000, 2, "hessian"),
+                                             (10**5, 6 * 10**5, 2, "amg")])
+def test_auto_newton_solver_by_size_density_and_dimension(n, m, dim, kind):
     from convexfl.solvers.ssnal import newton_solver_for
-    assert newton_solver_for(n, m) == kind
-    assert newton_solver_for(n, m, "lu") == "lu"
+    assert newton_solver_for(n, m, dim) == kind
+    assert newton_solver_for(n, m, dim, "lu") == "lu"
 
 
 @pytest.mark.parametrize("value", ["cholmod", None, "AMG"])

@@ -183,3 +183,23 @@ def cg_direction(P, Z, beta):
         if abs(v) < 1e-150:
             v = 0.0
         fp[k] = v
+
+
+@njit(cache=True)
+def hess_blocks(edges, cap, P, tnorm, sigma, out):
+    """The ``d × d`` edge blocks ``σ J_e`` of the generalised Hessian ``C + σ Dᵀ J D`` into
+    ``out`` (m, d, d): ``σ I`` inside the ball, ``σ (c/‖T‖)(I − T̂T̂ᵀ)`` outside."""
+    d = P.shape[1]
+    for e in range(edges.shape[0]):
+        c = cap[e]
+        t = tnorm[e]
+        if t <= c:
+            for a in range(d):
+                for b in range(d):
+                    out[e, a, b] = sigma if a == b else 0.0
+        else:
+            s = sigma * c / t
+            q = sigma / (c * t)
+            for a in range(d):
+                for b in range(d):
+                    out[e, a, b] = (s if a == b else 0.0) - q * P[e, a] * P[e, b]

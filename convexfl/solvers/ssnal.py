@@ -56,6 +56,7 @@ from ._ssnal_kernels import (
     cg_update,
     flush_dot,
     flush_sq,
+    hess_blocks,
     hess_vec,
     precond_weights,
     psi_grad,
@@ -102,10 +103,11 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         Semismooth Newton steps per outer iteration.
     cg_max_iter : int
         Conjugate-gradient iterations per Newton step.
-    newton_solver : {"auto", "dense", "lu", "amg"}
-        The preconditioner ``C + σ L_w`` of the Newton systems' conjugate gradients: dense
-        Cholesky, exact sparse LU, or one algebraic-multigrid V-cycle (pyamg); ``"auto"``
-        chooses by size and density (:func:`newton_solver_for`).
+    newton_solver : {"auto", "dense", "lu", "amg", "hessian"}
+        The preconditioner of the Newton systems' conjugate gradients: ``C + σ L_w`` by
+        dense Cholesky, exact sparse LU, or one algebraic-multigrid V-cycle (pyamg); or the
+        sparse LU of the generalised Hessian itself (``"hessian"``); ``"auto"`` chooses by
+        size, density and dimension (:func:`newton_solver_for`).
     polish : bool or "small"
         Refine candidates by Newton on the reduced problem before certifying (``"small"``:
         only reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
@@ -122,26 +124,42 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     return son_dispatch(prob, "ssnal", _solve_son, opts)
 
 
-NEWTON_SOLVERS = ("auto", "dense", "lu", "amg")
+NEWTON_SOLVERS = ("auto", "dense", "lu", "amg", "hessian")
 AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measured, below)
 # a new preconditioner (current weights) after a CG solve took more iterations than this:
 # AMG set-ups are cheap (kNN10 N = 2·10⁴, λ = 10: 79 s with 10, 93 s with 25)
-REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10}
+# the exact Hessian's LU is reused while CG stays short (make_moons n = 5000, λ = 0.2: with a
+# new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
+REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10}
+HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension (measured, below)
 
 
-def newton_solver_for(n, m, choice="auto"):
-    """The preconditioner of the Newton systems for ``n`` users and ``m`` edges.
+def newton_solver_for(n, m, dim, choice="auto"):
+    """The preconditioner of the Newton systems for ``n`` users, ``m`` edges, dimension ``dim``.
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
-    ``m > n²/8``); otherwise the exact sparse LU (:func:`~convexfl.certificates.factor_spd`)
-    below :data:`AMG_MIN` users and one algebraic-multigrid V-cycle (:func:`_vcycle`) from
-    there on. Measured (kNN10, d = 3, 2-core machine, SSNAL to certified 1e-6, one run each,
-    ``python -m benchmarks.large_knn``, λ ∈ {0.03, 10}): N = 3000, LU 1.3–1.5× faster than
-    AMG; N = 5000, about even; N = 10⁴, AMG 1.8–2.2× faster; N = 2·10⁴, 2.9–3.5× (λ = 10:
-    66 s against 228 s, 39 s of it in 47 factorisations). The factor itself, N = 5·10⁴,
-    unit weights: LU 8.4 s (27 M non-zeros), AMG set-up 0.3–0.5 s. With AMG, CG needs about
-    as many iterations as with the exact LU (its error is small next to the mismatch of the
-    isotropic ``C + σL_w`` with the Hessian).
+    ``m > n²/8``); one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN`
+    users on; below that, the exact sparse LU of the generalised Hessian itself
+    (``"hessian"``, ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM``, else the exact sparse
+    LU (:func:`~convexfl.certificates.factor_spd`) of the isotropic ``C + σ L_w``.
+
+    The Hessian's LU takes the anisotropic edge blocks ``(c/‖T‖)(I − T̂T̂ᵀ)`` exactly, which
+    ``C + σ L_w`` replaces by ``(c/‖T‖) I``; it has ``dim²`` times the non-zeros. Measured
+    (SSNAL to certified 1e-6, one run each of ``cfl.solve(prob, method="ssnal",
+    newton_solver=...)``, quiet 2-core machine), time with "lu" → "hessian"
+    and CG iterations: make_moons n = 5000 (kNN 15, φ = 2, d = 2) at λ = 0.2: 14.4 → 8.1 s,
+    4622 → 755; 5-Gaussian mixture, kNN 10, N = 5000, d = 2, λ = 0.03: 22.3 → 16.9 s;
+    N = 3000, d = 2, λ ∈ {0.03, 3}: 5.3 → 5.0 s and 5.6 → 3.7 s; d = 1, λ ∈ {0.03, 1}:
+    1.3 → 1.1 s and 1.9 → 0.9 s; but d = 3, λ ∈ {0.03, 3}: 0.9 → 2.3 s and 0.9 → 1.9 s
+    (the mixtures: centres 2·N(0, I), noise 0.7, seed 0).
+
+    "lu" against "amg", measured (kNN10, d = 3, 2-core machine, SSNAL to certified 1e-6, one
+    run each, ``python -m benchmarks.large_knn``, λ ∈ {0.03, 10}): N = 3000, LU 1.3–1.5×
+    faster than AMG; N = 5000, about even; N = 10⁴, AMG 1.8–2.2× faster; N = 2·10⁴, 2.9–3.5×
+    (λ = 10: 66 s against 228 s, 39 s of it in 47 factorisations). The factor itself, N =
+    5·10⁴, unit weights: LU 8.4 s (27 M non-zeros), AMG set-up 0.3–0.5 s. With AMG, CG needs
+    about as many iterations as with the exact LU (its error is small next to the mismatch
+    of the isotropic ``C + σL_w`` with the Hessian).
     """
     if choice not in NEWTON_SOLVERS:
         raise ValueError(f"newton_solver: expected one of {NEWTON_SOLVERS}, got {choice!r}")
@@ -149,14 +167,17 @@ def newton_solver_for(n, m, choice="auto"):
         return choice
     if n <= 200 or (n <= 4000 and m > n * n / 8):
         return "dense"
-    return "amg" if n >= AMG_MIN else "lu"
+    if n >= AMG_MIN:
+        return "amg"
+    return "hessian" if dim <= HESSIAN_MAX_DIM else "lu"
 
 
 class _Precond:
     """``M = C + L_w`` (same for every column): factorised densely (Cholesky), by sparse LU
     (minimum-degree ordering, exact) or approximated by one algebraic-multigrid V-cycle
     (Ruge–Stüben, symmetric Gauss–Seidel smoothing: a symmetric positive definite
-    preconditioner, as CG needs); ``kind`` from :func:`newton_solver_for`."""
+    preconditioner, as CG needs); or (``"hessian"``, :meth:`factor_hessian`) the sparse LU
+    of the generalised Hessian itself. ``kind`` from :func:`newton_solver_for`."""
 
     def __init__(self, coef, edges, n, kind):
         self.coef, self.edges, self.n, self.kind = coef, edges, n, kind
@@ -182,6 +203,28 @@ class _Precond:
             deg = np.asarray(adj.sum(axis=1)).ravel()
             M = sp.diags(self.coef + deg, format="csr") - adj
             self.solve = (factor_spd(M).solve if self.kind == "lu" else _vcycle(M))
+        self.time += time.perf_counter() - start
+
+    def factor_hessian(self, blocks):
+        """The sparse LU of the generalised Hessian ``C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e`` with
+        the ``d × d`` edge blocks ``B_e`` (:func:`hess_blocks`), ``n d`` unknowns ordered
+        user-major: exact at the weights it was built with, and reused while CG stays short
+        (``REFACTOR_CG``)."""
+        start = time.perf_counter()
+        self.n_factor += 1
+        n, (i, j) = self.n, self.edges.T
+        d = blocks.shape[1]
+        a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
+        ia, ja = i[:, None] * d + a, j[:, None] * d + a
+        ib, jb = i[:, None] * d + b, j[:, None] * d + b
+        v = blocks.reshape(-1, d * d)
+        H = sp.coo_matrix((np.concatenate([v, v, -v, -v], axis=None),
+                           (np.concatenate([ia, ja, ia, ja], axis=None),
+                            np.concatenate([ib, jb, jb, ib], axis=None))),
+                          shape=(n * d, n * d)).tocsc()
+        H = H + sp.diags(np.repeat(self.coef, d), format="csc")
+        lu = factor_spd(H)
+        self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
 
 
@@ -249,7 +292,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     sigma_max = as_scalar(sigma_max, "sigma_max", low=0.0, low_inclusive=False)
     max_newton = as_int(max_newton, "max_newton", low=1)
     cg_max_iter = as_int(cg_max_iter, "cg_max_iter", low=1)
-    newton_solver_for(0, 0, newton_solver)  # validated before any work
+    newton_solver_for(0, 0, 0, newton_solver)  # validated before any work
     done = run.closed_form() or run.warm_partition()
     if done is not None:
         return done
@@ -275,7 +318,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     tnorm = np.empty(m)
     HV = np.empty((n, d))
     wts = np.empty(m)
-    pre = _Precond(coef, edges, n, newton_solver_for(n, m, newton_solver))
+    blocks = np.empty((m, d, d))
+    pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
@@ -301,8 +345,12 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                     or n_newton >= max_newton:
                 break
             if pre.solve is None or pre_sigma != sigma or pre.last_cg > pre.refactor_cg:
-                precond_weights(edges, cap, tnorm, sigma, wts)
-                pre.factor(wts)
+                if pre.kind == "hessian":
+                    hess_blocks(edges, cap, P, tnorm, sigma, blocks)
+                    pre.factor_hessian(blocks)
+                else:
+                    precond_weights(edges, cap, tnorm, sigma, wts)
+                    pre.factor(wts)
                 pre_sigma = sigma
 
             def matvec(V, sigma=sigma):
