@@ -362,3 +362,72 @@ def test_recovery_interval_upper_end_agrees_with_the_certificate_just_inside(see
         outside = cfl.bounds.partition_certificate(prob, truth, interval.hi * (1 + eps))
         assert inside.kind == outside.kind == "exact"
         assert inside.recovered and not outside.recovered, (eps, inside.note, outside.note)
+
+
+# ------------------------------------------------------------------ λ̂ from a two-cluster split
+
+def _line_of_three(seed=0):
+    """Groups A, B close together and C far off, on the complete graph: A and B merge first,
+    then the two clusters {A ∪ B}, {C} fuse at λ̂."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [1.5, 0.0], [8.0, 0.0]])
+    A = np.repeat(centres, 25, axis=0) + 0.3 * rng.standard_normal((75, 2))
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(75), 1.0)
+
+
+def _two_cluster_solution(prob, lam_hat):
+    for frac in (0.98, 0.95, 0.9, 0.8):
+        sol = cfl.solve(prob.with_lam(frac * lam_hat), method="ssnal", tol=1e-8)
+        if sol.n_clusters == 2:
+            return sol
+    raise AssertionError("no two-cluster solution below λ̂")  # pragma: no cover
+
+
+def test_fusion_threshold_from_a_split_is_the_socp_value_with_a_closed_bracket():
+    prob = _line_of_three()
+    socp = B.fusion_threshold(prob)
+    split = _two_cluster_solution(prob, socp.value)
+    fb = B.fusion_threshold(prob, split=split)
+    assert fb.kind == "exact" and fb.inputs["method"] == "split"
+    assert socp.inputs["method"] == "socp"
+    cut, up = fb.inputs["bracket"]
+    assert fb.value == cut == fb.related["lower"].value and up == fb.related["upper"].value
+    assert cut <= up <= cut * (1 + B.fusion.SPLIT_RTOL)
+    assert abs(fb.value - socp.value) <= 1e-8 * socp.value
+    # the flow proves the upper end: it routes −g exactly, within up · w
+    u, g = fb.inputs["_flow"], prob.loss.grad(np.tile(fb.inputs["y_star"], (75, 1)))
+    assert np.abs(B.fusion._imbalance(g, prob.graph.edges, u)).max() <= 1e-10
+    assert np.max(np.linalg.norm(u, axis=1) / prob.graph.weights) == pytest.approx(up, rel=1e-14)
+    # and the fused model is certified there by that flow
+    X = np.tile(fb.inputs["y_star"], (75, 1))
+    assert cfl.certificates.kkt_residual(prob.with_lam(up), X, flows=u).kkt_residual <= 1e-12
+
+
+def test_a_split_whose_cut_is_not_the_last_merge_leaves_the_socp_to_decide():
+    from dataclasses import replace
+
+    prob = _line_of_three()
+    socp = B.fusion_threshold(prob)
+    split = _two_cluster_solution(prob, socp.value)
+    # the cut {A} | {B ∪ C}: a lower bound on λ̂, not λ̂ (no flow routes −g within it)
+    A_only = np.arange(75) < 25
+    X = np.where(A_only[:, None], split.X.min(axis=0), split.X.max(axis=0))
+    wrong = replace(split, X=X)
+    assert wrong.n_clusters == 2
+    cut = B.fusion._split_bracket(prob, socp.inputs["y_star"],
+                                  prob.loss.grad(np.tile(socp.inputs["y_star"], (75, 1))),
+                                  wrong)
+    assert cut[0] < socp.value * (1 - 1e-3) and cut[1] > socp.value * (1 - 1e-9)
+    fb = B.fusion_threshold(prob, split=wrong)
+    assert fb.inputs["method"] == "socp" and fb.value == pytest.approx(socp.value, rel=1e-12)
+
+
+def test_son_path_on_a_given_grid_takes_lam_hat_from_its_last_split():
+    prob = _line_of_three()
+    socp = B.fusion_threshold(prob)
+    path = cfl.son_path(prob, np.linspace(0.0, 1.3 * socp.value, 40), method="ssnal",
+                        tol=1e-8, progress=False)
+    assert path.meta["fusion_threshold"]["inputs"]["method"] == "split"
+    assert abs(path.lam_hat - socp.value) <= 1e-8 * socp.value
+    assert np.all(path.n_clusters[path.lambdas >= path.lam_hat] == 1)
+    assert np.all(path.n_clusters[path.lambdas < path.lam_hat] >= 2)

@@ -151,12 +151,6 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
         grid = np.unique(as_float_array(lambdas, "lambdas", ndim=1))
         if grid[0] < 0:
             raise ValueError(f"lambdas: must be >= 0, got {grid[0]}")
-    if fusion is None:
-        try:
-            fusion = fusion_threshold(prob)
-        except Exception as exc:  # noqa: BLE001 - λ̂ is optional when the grid is given
-            warnings.warn(f"son_path: the fusion threshold could not be computed ({exc})",
-                          UserWarning, stacklevel=2)
     if checkpoint is not None:
         _check_checkpoint(checkpoint)
     fp = _fingerprint(prob, method, solver_options)
@@ -181,8 +175,6 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
                                                   solver_options.items()},
             "n_users": n, "dim": d, "loss": type(prob.loss).__name__,
             "graph": prob.graph.kind, "warm_start": bool(warm_start), "notes": []}
-    if fusion is not None:
-        meta["fusion_threshold"] = fusion.to_dict()
     cols = {"X": np.zeros((R, n, d)), "labels": np.zeros((R, n), np.int64),
             "n_clusters": np.zeros(R, np.int64), "objective": np.zeros(R),
             "kkt_residual": np.zeros(R), "n_iter": np.zeros(R, np.int64),
@@ -214,7 +206,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             sp.meta["_last_flows"] = flows
         return sp
 
-    prev = None
+    prev = split = None
+    kkt_tol = float(solver_options.get("tol", 1e-6))
     bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
     try:
         for r in range(start, R):
@@ -231,9 +224,6 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             wall = time.perf_counter() - t0
             tol_r = sol.fuse_tol if fuse_tol is None else fuse_tol
             lab = sol.labels(tol_r)
-            if (fusion is not None and np.isfinite(lam_hat) and lam >= lam_hat and
-                    (lab.max() > 0 or not sol.converged)):
-                sol, lab = _fused_candidate(prob, lam, fusion, sol, tol_r, meta)
             cols["X"][r] = sol.X
             cols["labels"][r] = lab
             cols["n_clusters"][r] = int(lab.max()) + 1
@@ -246,12 +236,21 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             if not sol.converged:
                 meta["notes"].append(f"λ = {lam:.6g}: not converged ({sol.message})")
             prev, X_last, flows_last = sol, sol.X, sol.flows
+            kkt_tol = sol.kkt_tol
+            if sol.converged and lab.max() == 1:
+                split = sol  # the last two-cluster solution: λ̂ from its cut
             if checkpoint is not None:
                 snapshot(r + 1, sol.flows).save(checkpoint)
             bar.update(1)
             bar.set_postfix(clusters=int(cols["n_clusters"][r]))
     finally:
         bar.close()
+    if fusion is None:
+        fusion = _fusion_threshold(prob, split)
+    if fusion is not None:
+        lam_hat = fusion.value
+        meta["fusion_threshold"] = fusion.to_dict()
+        _fuse_above(prob, grid, cols, fusion, kkt_tol, meta)
     path = snapshot(R, None)
     path.meta.pop("_last_flows", None)
     if not path.monotone:
@@ -298,24 +297,43 @@ def _fused_at(prev, prob):
                            "every larger λ")
 
 
-def _fused_candidate(prob, lam, fusion, sol, tol, meta):
-    """At λ ≥ λ̂ the fused ``X = 1 y*ᵀ`` is optimal; interior-point iterates near λ̂ are not
-    quite fused (λ̂ is a degenerate point). Certify the fused candidate with the optimal flow
-    of the λ̂ SOCP as the certificate's starting flow, and keep it when its certified KKT
-    residual is not worse than the solver's."""
-    from dataclasses import replace
+def _fusion_threshold(prob, split):
+    """λ̂ after a path on a given grid: from the cut of its last two-cluster solution
+    ``split`` when that closes the bracket, else the SOCP (:func:`fusion_threshold`); ``None``
+    with a warning when neither can be computed (λ̂ is optional on a given grid)."""
+    try:
+        return fusion_threshold(prob, split=split)
+    except Exception as exc:  # noqa: BLE001
+        warnings.warn(f"son_path: the fusion threshold could not be computed ({exc})",
+                      UserWarning, stacklevel=3)
+        return None
 
+
+def _fuse_above(prob, grid, cols, fusion, kkt_tol, meta):
+    """At λ ≥ λ̂ the fused ``X = 1 y*ᵀ`` is optimal; interior-point iterates near λ̂ are not
+    quite fused (λ̂ is a degenerate point). For every record at λ ≥ λ̂ with more than one
+    cluster or not converged, certify the fused candidate, starting from the flow that
+    proves λ̂, and keep it when its certified KKT residual is not worse than the record's
+    (or than ``kkt_tol``)."""
     from ..certificates import kkt_residual
 
+    lam_hat = fusion.value
+    if not (np.isfinite(lam_hat) and prob.graph.is_connected):
+        return
     X = np.tile(np.asarray(fusion.inputs["y_star"], float), (prob.n_users, 1))
-    p = prob.with_lam(lam)
-    cert = kkt_residual(p, X, fuse_tol=tol, flows=fusion.inputs.get("_flow"))
-    if cert.kkt_residual > max(sol.kkt_residual, sol.kkt_tol):
-        return sol, sol.labels(tol)
-    meta["notes"].append(f"λ = {lam:.6g} ≥ λ̂: the solver's iterate was not fused "
-                         f"(KKT {sol.kkt_residual:.2e}); the fused global model is certified "
-                         f"instead (KKT {cert.kkt_residual:.2e})")
-    new = replace(sol, X=X, objective=cert.objective, kkt_residual=cert.kkt_residual,
-                  converged=cert.kkt_residual <= sol.kkt_tol, certificate=cert,
-                  message="fused global model, certified (λ ≥ λ̂)")
-    return new, np.zeros(prob.n_users, dtype=np.int64)
+    todo = (grid >= lam_hat) & ((cols["n_clusters"] > 1) | ~cols["converged"])
+    for r in np.flatnonzero(todo):
+        lam = float(grid[r])
+        cert = kkt_residual(prob.with_lam(lam), X, fuse_tol=cols["fuse_tol"][r],
+                            flows=fusion.inputs.get("_flow"))
+        if cert.kkt_residual > max(cols["kkt_residual"][r], kkt_tol):
+            continue
+        meta["notes"].append(f"λ = {lam:.6g} ≥ λ̂: the solver's iterate was not fused "
+                             f"(KKT {cols['kkt_residual'][r]:.2e}); the fused global model is "
+                             f"certified instead (KKT {cert.kkt_residual:.2e})")
+        cols["X"][r] = X
+        cols["labels"][r] = 0
+        cols["n_clusters"][r] = 1
+        cols["objective"][r] = cert.objective
+        cols["kkt_residual"][r] = cert.kkt_residual
+        cols["converged"][r] = cert.kkt_residual <= kkt_tol
