@@ -175,3 +175,19 @@ def test_polish_stops_at_its_step_budget_and_says_so():
     assert not ok_dense and steps_dense == 0 and np.array_equal(W_dense, W0)
     sol = cfl.solve(prob, method="ssnal", tol=1e-10)
     np.testing.assert_allclose(W_full[labels], sol.X, atol=1e-8)
+
+
+def test_auto_treats_a_warm_start_at_lambda_zero_as_the_cold_start():
+    """At λ = 0 each model is its own minimiser and no flow is needed: such a warm start holds
+    nothing the cold start lacks, and "auto" solves exactly as from cold (with its ADMM
+    warm-up, which SSNAL from the λ = 0 solution would skip)."""
+    prob = mixture_knn(n=400, lam=1.0)
+    at_zero = cfl.solve(prob.with_lam(0.0))
+    assert at_zero.lam == 0.0 and not np.any(at_zero.flows)
+    cold = cfl.solve(prob)
+    warm = cfl.solve(prob, warm_start=at_zero)
+    np.testing.assert_array_equal(warm.X, cold.X)
+    assert (warm.n_iter, warm.stage, warm.method) == (cold.n_iter, cold.stage, cold.method)
+    assert warm.history.keys() == cold.history.keys()
+    informed = cfl.solve(prob, warm_start=cfl.solve(prob.with_lam(0.9)))
+    assert informed.stage == "warm partition" or "admm_warm_up" not in informed.history

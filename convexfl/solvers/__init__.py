@@ -85,6 +85,8 @@ from __future__ import annotations
 import contextlib
 import warnings
 
+import numpy as np
+
 from ..losses import uniqueness_caveat
 from ..problems import Reduced
 from ..units import options_to, standardise
@@ -125,10 +127,24 @@ def _auto(prob, **options):
         return _admm(prob, **options)
     graph = getattr(prob, "graph", None)
     n = getattr(prob, "n_users", 0)
+    if _uninformative(options.get("warm_start")) and options.get("X0") is None \
+            and options.get("flows0") is None:
+        options = {k: v for k, v in options.items() if k != "warm_start"}
     warm = any(options.get(k) is not None for k in ("X0", "flows0", "warm_start"))
     if warm or graph is None or graph.n_edges >= 0.25 * n * (n - 1) / 2:
         return _ssnal(prob, **options)
     return _admm_then_ssnal(prob, **options)
+
+
+def _uninformative(warm_start):
+    """A warm start at λ = 0 (each model its own minimiser, no flows) holds nothing that the
+    cold start lacks, and SSNAL from it skips the ADMM warm-up that serves the cold start
+    (measured, make_moons n = 5000, λ = 0.2 after λ = 0 on a path: 7.8–8.6 s warm, 3.7–5.2 s
+    cold with the warm-up)."""
+    if warm_start is None or getattr(warm_start, "lam", None) != 0.0:
+        return False
+    flows = getattr(warm_start, "flows", None)
+    return flows is None or not np.any(flows)
 
 
 AUTO_ADMM_ITER = 100  # ADMM iterations before SSNAL on sparse graphs (method="auto")
