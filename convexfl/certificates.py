@@ -306,7 +306,11 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
     ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
 
-    Starts from the better of the projected potential flow and the projected hint, runs
+    Starts from the better of two flows, each one alternating-projection step from its
+    origin: the projected potential flow (from 0) and the hint's (measured on the make_moons
+    path, λ ∈ [0.4, 0.8] at the final partitions, hint = the last λ's flows: starting
+    residual 2.4 against 6–13 for the potential flow, the plain projected hint 18–23;
+    certificate 390–530 → 210–240 ms). Then it runs
     alternating projections (Anderson-mixed: :class:`_Anderson`) while they make progress,
     then accelerated projected gradient with adaptive restart. The mixing, measured on the
     make_moons path (``benchmarks.versus``, λ ∈ [0.4, 8], 39 warm-started λ, same run):
@@ -350,6 +354,9 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             lower2 = max(lower2, scored[0][1], 0.0)
             return scored[0][0], float(np.sqrt(2 * lower2)), 0, starts[0]
     potential, means = _potential_solver(G.shape[0], edges, w, lam)
+    if starts:  # one projection step from the hint, as the potential flow is one from 0
+        starts[0] = project(starts[0] + potential(scored[0][2]))
+        scored[0] = norm_dual_residual(starts[0])
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
     best = int(np.argmin([sc[0] for sc in scored]))

@@ -213,3 +213,31 @@ def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
     err_plain = np.linalg.norm(plain - fixed)
     err_mixed = np.linalg.norm(mixed - fixed)
     assert err_mixed < 1e-3 * err_plain
+
+
+def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
+    """The hint is scored after one projection step, like the potential flow: a hint that
+    differs from feasible flows by a flow that only moves the node balances (whatever its
+    size) is corrected by that step, and the certificate needs no iteration. (Scored as
+    given, its large residual lost to the potential flow's, whose search took iterations.)"""
+    from convexfl.certificates import _potential_solver
+
+    rng = np.random.default_rng(1)
+    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
+    fb = cfl.bounds.fusion_threshold(prob)
+    # the fused model at a λ where λ̂'s flow has slack and the potential flow does not fit
+    slack = 0.5 * (fb.related["upper"].value / fb.value - 1.0)
+    assert slack > 0
+    prob = prob.with_lam((1.0 + slack) * fb.value)
+    X = np.tile(fb.inputs["y_star"], (len(A), 1))
+    g = prob.graph
+    nudge = _potential_solver(len(A), g.edges, g.weights, prob.lam)[0](
+        rng.standard_normal(A.shape))
+    nudge *= 0.5 * slack * fb.value / np.max(np.linalg.norm(nudge, axis=1) / g.weights)
+    hint = fb.inputs["_flow"] + nudge
+    assert np.max(np.linalg.norm(hint, axis=1) / (prob.lam * g.weights)) < 1  # no clipping
+    plain = kkt_residual(prob, X, target=1e-8)
+    hinted = kkt_residual(prob, X, flows=hint, target=1e-8)
+    assert hinted.kkt_residual <= 1e-8 and hinted.flow_iterations == 0
+    assert plain.flow_iterations > 0
