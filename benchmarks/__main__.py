@@ -8,7 +8,7 @@ import sys
 from . import large_knn, suite, torch_son, versus
 
 DEFAULT = suite.CASES + versus.CASES + torch_son.CASES
-ALL = DEFAULT + large_knn.CASES  # large_knn only on request: hours at full size
+ALL = DEFAULT + large_knn.CASES + versus.LARGE  # on request only: hours, minutes at full size
 
 
 def main(argv=None):
@@ -25,7 +25,7 @@ def main(argv=None):
                     help="directory for results.json, time_vs_n.png and the ccmm_* files")
     ap.add_argument("--cases", default=",".join(DEFAULT),
                     help=f"comma-separated subset of {','.join(ALL)} (default: all but "
-                    "large_knn)")
+                    f"{','.join(large_knn.CASES + versus.LARGE)})")
     args = ap.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in ALL]
@@ -34,7 +34,7 @@ def main(argv=None):
     own = [c for c in cases if c in suite.CASES]
     if own:
         suite.run(quick=args.quick, out=args.out, cases=own)
-    peer = [c for c in cases if c in versus.CASES]
+    peer = [c for c in cases if c in versus.CASES + versus.LARGE]
     if peer:
         versus.run(quick=args.quick, out=args.out, cases=peer)
     if any(c in torch_son.CASES for c in cases):

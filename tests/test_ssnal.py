@@ -216,6 +216,8 @@ def test_the_hessian_lu_is_the_exact_newton_matrix():
                                              (3000, 2_000_000, 2, "dense"),
                                              (5000, 30_000, 3, "lu"),
                                              (5000, 30_000, 2, "hessian"),
+                                             (20_000, 170_000, 2, "hessian"),
+                                             (20_000, 170_000, 3, "amg"),
                                              (10**5, 6 * 10**5, 2, "amg")])
 def test_auto_newton_solver_by_size_density_and_dimension(n, m, dim, kind):
     from convexfl.solvers.ssnal import newton_solver_for

@@ -131,17 +131,19 @@ AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measure
 # the exact Hessian's LU is reused while CG stays short (make_moons n = 5000, λ = 0.2: with a
 # new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
 REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10}
-HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension (measured, below)
+HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension...
+HESSIAN_MAX_N = 20_000  # ...and this many users (measured, below)
 
 
 def newton_solver_for(n, m, dim, choice="auto"):
     """The preconditioner of the Newton systems for ``n`` users, ``m`` edges, dimension ``dim``.
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
-    ``m > n²/8``); one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN`
-    users on; below that, the exact sparse LU of the generalised Hessian itself
-    (``"hessian"``, ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM``, else the exact sparse
-    LU (:func:`~convexfl.certificates.factor_spd`) of the isotropic ``C + σ L_w``.
+    ``m > n²/8``); the exact sparse LU of the generalised Hessian itself (``"hessian"``,
+    ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM`` up to ``HESSIAN_MAX_N`` users; else
+    one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and the
+    exact sparse LU (:func:`~convexfl.certificates.factor_spd`) of the isotropic
+    ``C + σ L_w`` below.
 
     The Hessian's LU takes the anisotropic edge blocks ``(c/‖T‖)(I − T̂T̂ᵀ)`` exactly, which
     ``C + σ L_w`` replaces by ``(c/‖T‖) I``; it has ``dim²`` times the non-zeros. Measured
@@ -151,7 +153,10 @@ def newton_solver_for(n, m, dim, choice="auto"):
     4622 → 755; 5-Gaussian mixture, kNN 10, N = 5000, d = 2, λ = 0.03: 22.3 → 16.9 s;
     N = 3000, d = 2, λ ∈ {0.03, 3}: 5.3 → 5.0 s and 5.6 → 3.7 s; d = 1, λ ∈ {0.03, 1}:
     1.3 → 1.1 s and 1.9 → 0.9 s; but d = 3, λ ∈ {0.03, 3}: 0.9 → 2.3 s and 0.9 → 1.9 s
-    (the mixtures: centres 2·N(0, I), noise 0.7, seed 0).
+    (the mixtures: centres 2·N(0, I), noise 0.7, seed 0). make_moons n = 2·10⁴ (kNN 15,
+    d = 2) at λ = 0.2: "amg" 149 s (9262 CG), "hessian" 58 s (642 CG, 31 LUs in 29 s); one
+    Ruge–Stüben V-cycle on the Hessian instead of its LU did not finish in 400 s. Larger N
+    in d ≤ 2 are not measured.
 
     "lu" against "amg", measured (kNN10, d = 3, 2-core machine, SSNAL to certified 1e-6, one
     run each, ``python -m benchmarks.large_knn``, λ ∈ {0.03, 10}): N = 3000, LU 1.3–1.5×
@@ -167,9 +172,9 @@ def newton_solver_for(n, m, dim, choice="auto"):
         return choice
     if n <= 200 or (n <= 4000 and m > n * n / 8):
         return "dense"
-    if n >= AMG_MIN:
-        return "amg"
-    return "hessian" if dim <= HESSIAN_MAX_DIM else "lu"
+    if dim <= HESSIAN_MAX_DIM and n <= HESSIAN_MAX_N:
+        return "hessian"
+    return "amg" if n >= AMG_MIN else "lu"
 
 
 class _Precond:
