@@ -134,9 +134,12 @@ def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones():
     # every user its own cluster: ADMM certifies within its first stage
     easy = cfl.solve(cfl.SumOfNorms(loss, g, 1e-3), method="auto")
     assert easy.method == "admm" and easy.converged and easy.n_iter <= AUTO_ADMM_ITER
-    # a warm start (as along a path) goes to SSNAL directly
+    # a warm start (as along a path) goes to the ADMM stage, which first tries its
+    # partition at the new λ; failing that, ADMM iterations and then SSNAL
     warm = cfl.solve(cfl.SumOfNorms(loss, g, 0.11), method="auto", warm_start=sparse)
-    assert warm.method == "ssnal" and "admm_warm_up" not in warm.history
+    assert warm.converged
+    assert (warm.method, warm.stage, warm.n_iter) == ("admm", "warm partition", 0) or \
+        warm.history["admm_warm_up"]["n_iter"] == AUTO_ADMM_ITER
 
 
 @pytest.mark.parametrize("threads", [1, None])

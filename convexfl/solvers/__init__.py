@@ -130,8 +130,7 @@ def _auto(prob, **options):
     if _uninformative(options.get("warm_start")) and options.get("X0") is None \
             and options.get("flows0") is None:
         options = {k: v for k, v in options.items() if k != "warm_start"}
-    warm = any(options.get(k) is not None for k in ("X0", "flows0", "warm_start"))
-    if warm or graph is None or graph.n_edges >= 0.25 * n * (n - 1) / 2:
+    if graph is None or graph.n_edges >= 0.25 * n * (n - 1) / 2:
         return _ssnal(prob, **options)
     return _admm_then_ssnal(prob, **options)
 
@@ -151,23 +150,34 @@ AUTO_ADMM_ITER = 100  # ADMM iterations before SSNAL on sparse graphs (method="a
 AUTO_POLISH_BELOW = 5000  # ...polishing their small stable partitions below this many users
 
 
+WARM_KEYS = ("X0", "flows0", "warm_start")
+
+
 def _admm_then_ssnal(prob, **options):
     """``AUTO_ADMM_ITER`` ADMM iterations, certified as they go; if they do not certify,
     SSNAL warm-started from their iterate and flows. ``history["admm_warm_up"]`` records
-    the first stage; ``time_s`` counts both. Below ``AUTO_POLISH_BELOW`` users the ADMM
+    the first stage; ``time_s`` counts both. A warm start (``X0``, ``flows0``,
+    ``warm_start``) goes to the ADMM stage, which first tries its partition at this λ
+    (along a path that certifies most λ with no iteration). Where it does not, SSNAL from
+    the warm start itself was slow: make_moons n = 2·10⁴, λ = 0.4 from the solution at
+    λ = 0.2, 654 s (its 200 outer iterations, then the final polish), against 60 s from
+    cold through this ADMM stage. Below ``AUTO_POLISH_BELOW`` users the ADMM
     stage polishes a small partition once it is stable across two checks, checked every 5
     iterations (``polish="small"``, ``check_every=5``); measured, kNN10 mixture, λ = 3, the
     loaded 2-core machine: N = 400 33 -> 15 ms, 1000 65 -> 55 ms, 3000 240 -> 150 ms with
     the polish, then 17 -> 14, 64 -> 53, 171 -> 148 ms with checks every 5 instead of 10; at
     N = 1e4 the polish made it slower, 1.15 -> 1.89 s (the certificate of an early ADMM
     candidate took ~1000 flow iterations), so not there."""
-    tol = {"tol": options["tol"]} if "tol" in options else {}
+    first_opts = {k: options[k] for k in ("tol", *WARM_KEYS) if k in options}
     small = prob.n_users < AUTO_POLISH_BELOW
-    first = _admm(prob, max_iter=AUTO_ADMM_ITER, polish="small" if small else False,
-                  check_every=5 if small else 10, **tol)
+    warm = any(options.get(k) is not None for k in WARM_KEYS)
+    polish = True if warm else "small" if small else False  # True: the warm partition
+    first = _admm(prob, max_iter=AUTO_ADMM_ITER, polish=polish,
+                  check_every=5 if small else 10, **first_opts)
     if first.converged:
         return first
-    sol = _ssnal(prob, warm_start=first, **options)
+    sol = _ssnal(prob, warm_start=first, **{k: v for k, v in options.items()
+                                            if k not in WARM_KEYS})
     sol.history["admm_warm_up"] = {"n_iter": first.n_iter, "time_s": first.time_s,
                                    "kkt_residual": first.kkt_residual}
     sol.time_s += first.time_s
