@@ -431,3 +431,13 @@ def test_son_path_on_a_given_grid_takes_lam_hat_from_its_last_split():
     assert abs(path.lam_hat - socp.value) <= 1e-8 * socp.value
     assert np.all(path.n_clusters[path.lambdas >= path.lam_hat] == 1)
     assert np.all(path.n_clusters[path.lambdas < path.lam_hat] >= 2)
+
+
+def test_fusion_threshold_refuses_a_split_that_is_not_a_solution_of_prob():
+    prob = _line_of_three()
+    with pytest.raises(TypeError, match="split: expected a convexfl Solution"):
+        B.fusion_threshold(prob, split="two clusters")
+    other = cfl.SumOfNorms(cfl.losses.Quadratic(np.zeros((4, 2)) + np.arange(4)[:, None]),
+                           cfl.graphs.complete(4), 0.1)
+    with pytest.raises(ValueError, match="split: a solution of another problem"):
+        B.fusion_threshold(prob, split=cfl.solve(other))

@@ -277,6 +277,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     np.add.at(sums, comp, G)
     balance = float(np.linalg.norm(sums, axis=1).max())
     gscale = float(np.max(np.linalg.norm(G, axis=1), initial=0.0))
+    _check_split(prob, split)
     bracket = None if split is None else _split_bracket(prob, Y[0], G, split)
     if bracket is not None and bracket[1] - bracket[0] <= SPLIT_RTOL * bracket[0]:
         return _from_split(Y[0], G, balance, *bracket)
@@ -316,6 +317,21 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     return Bound("fusion_threshold", "exact", rho, rho, inputs=inputs,
                  note="min-max flow SOCP at the global model (docs/math.md §1.4); all models "
                       "coincide iff λ ≥ value", related=related)
+
+
+def _check_split(prob, split):
+    from ..solvers.base import Solution
+
+    if split is None:
+        return
+    if not isinstance(split, Solution):
+        raise TypeError(f"split: expected a convexfl Solution (a two-cluster solution of "
+                        f"prob), got {type(split).__name__}")
+    if np.shape(split.X) != (prob.n_users, prob.dim) or (
+            split.flows is not None and np.shape(split.flows) != (prob.graph.n_edges, prob.dim)):
+        raise ValueError(f"split: a solution of another problem (X {np.shape(split.X)}, "
+                         f"expected {(prob.n_users, prob.dim)} and flows on its "
+                         f"{prob.graph.n_edges} edges)")
 
 
 def _from_split(y, G, balance, cut, up, u):
