@@ -206,8 +206,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             sp.meta["_last_flows"] = flows
         return sp
 
-    prev = split = None
-    kkt_tol = float(solver_options.get("tol", 1e-6))
+    prev = split = kkt_tol = None
     bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
     try:
         for r in range(start, R):
@@ -250,7 +249,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     if fusion is not None:
         lam_hat = fusion.value
         meta["fusion_threshold"] = fusion.to_dict()
-        _fuse_above(prob, grid, cols, fusion, kkt_tol, meta)
+        if kkt_tol is not None:  # something was solved in this call
+            _fuse_above(prob, grid, cols, fusion, kkt_tol, meta)
     path = snapshot(R, None)
     path.meta.pop("_last_flows", None)
     if not path.monotone:
