@@ -247,7 +247,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     split : Solution, optional
         A certified two-cluster solution at a λ just below λ̂ (on a path: the last one
         before the models fuse). λ̂ is then bracketed without the SOCP (measured on the
-        make_moons path, n = 5000: 0.4 s against 4 s): the cut between its clusters gives
+        make_moons path, n = 5000: 0.1 s against 4 s): the cut between its clusters gives
         ``λ̂ ≥ ‖Σ_{i∈S} g_i‖ / w(δS)`` and a flow routing ``−g`` within ``up · w`` gives
         ``λ̂ ≤ up`` (:func:`_split_bracket`). When ``up`` is within ``SPLIT_RTOL`` (1e-9,
         relative) of the cut, the cut is λ̂ (``inputs["method"] = "split"``, the bracket in
