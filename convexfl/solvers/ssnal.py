@@ -322,9 +322,9 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     P = np.empty((m, d))
     tnorm = np.empty(m)
     HV = np.empty((n, d))
-    wts = np.empty(m)
-    blocks = np.empty((m, d, d))
     pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
+    wts = np.empty(m)
+    blocks = np.empty((m, d, d) if pre.kind == "hessian" else (0, d, d))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
