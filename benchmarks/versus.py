@@ -290,8 +290,8 @@ def plot(rows, path):
     axes[0, 0].set_ylabel("time [s] (min of rounds)")
     axes[0, 0].plot([], [], "kx", label=f"KKT > {TOL:g} (convexfl's certificate)")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("convexfl vs CCMM (SON λ), one λ per instance or a whole path; every answer "
-                 "measured by convexfl's certificate")
+    fig.suptitle("convexfl vs CCMM (SON λ), one λ per instance or a whole path;\nevery "
+                 "answer measured by convexfl's certificate", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -316,7 +316,8 @@ def run(*, quick: bool, out: str, cases=CASES):
     print()
     print_table(rows, COLUMNS)
     print(f"JIT warm-up (not in the times above): {warmup:.2f} s; times: min of {ROUNDS} "
-          "rounds on a shared machine — compare ratios within this run")
+          f"rounds ({', '.join(LARGE)}: one) on a shared machine — compare ratios within "
+          "this run")
     png = plot(rows, os.path.join(out, "ccmm_time_vs_n.png"))
     print(f"wrote {out}/ccmm_results.json" + (f" and {out}/ccmm_time_vs_n.png" if png else ""))
     return rows
