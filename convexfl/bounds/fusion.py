@@ -216,12 +216,11 @@ def _split_bracket(prob: SumOfNorms, y, G, split):
 
 
 def _imbalance(G, edges, u):
-    """``G + B u``: node ``i`` gains ``u_e`` for each edge ``e = (i, ·)`` and loses it for
-    each ``e = (·, i)`` (the sign convention of (KKT) in :mod:`convexfl.certificates`)."""
-    out = np.array(G, dtype=float)
-    np.add.at(out, edges[:, 0], u)
-    np.add.at(out, edges[:, 1], -u)
-    return out
+    """``G + B u`` (the certificate's :func:`~convexfl._flow_kernels.flow_residual`)."""
+    from .._flow_kernels import flow_residual
+
+    return flow_residual(np.ascontiguousarray(G, dtype=float), np.ascontiguousarray(edges),
+                         np.ascontiguousarray(u, dtype=float))
 
 
 def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=None,
