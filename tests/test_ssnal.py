@@ -171,7 +171,7 @@ def test_solve_runs_with_the_set_number_of_blas_threads(monkeypatch, threads):
 
 
 @pytest.mark.parametrize("kind, dim", [("amg", 3), ("hessian", 3), ("hessian", 2),
-                                       ("hessian", 1)])
+                                       ("hessian", 1), ("sparsified", 3), ("sparsified", 2)])
 def test_newton_solvers_give_the_lu_solution(kind, dim):
     rng = np.random.default_rng(3)
     A = np.r_[rng.standard_normal((150, dim)), rng.standard_normal((150, dim)) + 4.0]
@@ -186,14 +186,11 @@ def test_newton_solvers_give_the_lu_solution(kind, dim):
     assert np.max(np.abs(other.X - lu.X)) <= 1e-6
 
 
-def test_the_hessian_lu_is_the_exact_newton_matrix():
-    """The "hessian" preconditioner solves the Newton system itself: its solve inverts the
-    matrix-free product ``hess_vec`` to rounding, blocks and ordering included."""
-    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_vec, psi_grad
-    from convexfl.solvers.ssnal import _Precond
+def _newton_system(n=60, d=2, seed=0, sigma=2.0):
+    """A generalised Hessian of SSNAL with edges both inside and outside the ball."""
+    from convexfl.solvers._ssnal_kernels import hess_blocks, psi_grad
 
-    rng = np.random.default_rng(0)
-    n, d = 60, 2
+    rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, d))
     g = cfl.graphs.knn(A, 6, warn_disconnected=False)
     coef = np.full(n, 1.0)
@@ -201,27 +198,84 @@ def test_the_hessian_lu_is_the_exact_newton_matrix():
     m = g.n_edges
     X = A + 0.1 * rng.standard_normal((n, d))
     Y = rng.standard_normal((m, d))
-    sigma = 2.0
     G, P, tnorm = np.empty((n, d)), np.empty((m, d)), np.empty(m)
     psi_grad(A, coef, g.edges, cap, X, Y, sigma, G, P, tnorm)
     assert 0 < np.sum(tnorm > cap) < m  # both kinds of edge blocks occur
     blocks = np.empty((m, d, d))
     hess_blocks(g.edges, cap, P, tnorm, sigma, blocks)
-    pre = _Precond(coef, g.edges, n, "hessian")
+    return coef, g.edges, cap, P, tnorm, sigma, blocks
+
+
+def test_the_hessian_lu_is_the_exact_newton_matrix():
+    """The "hessian" preconditioner solves the Newton system itself: its solve inverts the
+    matrix-free product ``hess_vec`` to rounding, blocks and ordering included."""
+    from convexfl.solvers._ssnal_kernels import hess_vec
+    from convexfl.solvers.ssnal import _Precond
+
+    rng = np.random.default_rng(1)
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system()
+    n, d = coef.size, blocks.shape[1]
+    pre = _Precond(coef, edges, n, "hessian")
     pre.factor_hessian(blocks)
     V = rng.standard_normal((n, d))
     HV = np.empty((n, d))
-    hess_vec(coef, g.edges, cap, P, tnorm, sigma, V, HV)
+    hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
     np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
+
+
+def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
+    """Dropping the weak edges' off-diagonal blocks (their diagonal blocks kept) gives an
+    SPD ``M`` with ``H ⪯ 2M``: the eigenvalues of ``M⁻¹H`` are real and lie in (0, 2), not
+    all at 1 (edges were dropped)."""
+    from convexfl.solvers._ssnal_kernels import hess_vec, precond_weights
+    from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    n, d = coef.size, blocks.shape[1]
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
+    pre = _Precond(coef, edges, n, "sparsified")
+    pre.factor_sparsified(blocks, wts)
+    assert pre.n_sparsified == 1
+    H = np.empty((n * d, n * d))
+    for k in range(n * d):
+        E = np.zeros(n * d)
+        E[k] = 1.0
+        out = np.empty((n, d))
+        hess_vec(coef, edges, cap, P, tnorm, sigma, E.reshape(n, d), out)
+        H[:, k] = out.ravel()
+    MinvH = np.column_stack([pre.solve(H[:, k].reshape(n, d)).ravel() for k in range(n * d)])
+    ev = np.linalg.eigvals(MinvH)
+    assert np.max(np.abs(ev.imag)) <= 1e-9
+    assert ev.real.min() > 0 and ev.real.max() < 2
+    assert np.max(np.abs(ev.real - 1)) > 0.1
+
+
+def test_the_sparsified_solver_falls_back_when_the_strong_edges_join_many_users(monkeypatch):
+    import convexfl.solvers.ssnal as ssnal
+
+    rng = np.random.default_rng(3)
+    A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.5)
+    own = cfl.solve(prob, method="ssnal", newton_solver="sparsified", tol=1e-8)
+    monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", 0)
+    fallback = cfl.solve(prob, method="ssnal", newton_solver="sparsified", tol=1e-8)
+    lu = cfl.solve(prob, method="ssnal", newton_solver="lu", tol=1e-8)
+    assert own.history["n_factor_sparsified"] == own.history["n_factor"] > 0
+    assert fallback.history["n_factor_sparsified"] == 0
+    for sol in (own, fallback):
+        assert sol.converged and cfl.clusters.same_partition(sol.labels(), lu.labels())
+        assert abs(sol.objective - lu.objective) <= 1e-8 * abs(lu.objective)
 
 
 @pytest.mark.parametrize("n, m, dim, kind", [(100, 300, 3, "dense"),
                                              (3000, 2_000_000, 2, "dense"),
-                                             (5000, 30_000, 3, "lu"),
+                                             (5000, 30_000, 3, "sparsified"),
                                              (5000, 30_000, 2, "hessian"),
                                              (20_000, 170_000, 2, "hessian"),
-                                             (20_000, 170_000, 3, "amg"),
-                                             (10**5, 6 * 10**5, 2, "amg")])
+                                             (20_000, 170_000, 3, "sparsified"),
+                                             (10**5, 6 * 10**5, 2, "sparsified")])
 def test_auto_newton_solver_by_size_density_and_dimension(n, m, dim, kind):
     from convexfl.solvers.ssnal import newton_solver_for
     assert newton_solver_for(n, m, dim) == kind

@@ -419,7 +419,6 @@ class Certifier:
         self.coarsen_fails += not ok
         self.time += time.perf_counter() - start
         return ok
-        return ok
 
     def _merged(self, labels, W, max_size=MERGE_MAX):
         """The merges of the partition ``labels`` at this λ from its reduced problem

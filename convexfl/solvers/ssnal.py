@@ -47,6 +47,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
 from ..certificates import factor_spd
@@ -124,13 +125,20 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     return son_dispatch(prob, "ssnal", _solve_son, opts)
 
 
-NEWTON_SOLVERS = ("auto", "dense", "lu", "amg", "hessian")
+NEWTON_SOLVERS = ("auto", "dense", "lu", "amg", "hessian", "sparsified")
 AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measured, below)
 # a new preconditioner (current weights) after a CG solve took more iterations than this:
 # AMG set-ups are cheap (kNN10 N = 2·10⁴, λ = 10: 79 s with 10, 93 s with 25)
 # the exact Hessian's LU is reused while CG stays short (make_moons n = 5000, λ = 0.2: with a
 # new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
-REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10}
+REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 10}
+STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) (measured, below)
+SPARSIFIED_MAX_COMPONENT = 2000  # ...while their components stay this small (users)
+# outer iterations without a new low of the residual proxy after which any new partition is
+# certified (the proxy stalls at rounding level: kNN10 N = 1e5, λ = 0.03, it stalled at
+# ~3e-8 after the 18th iteration, under the trigger set by the failed certificate there,
+# and the run idled to max_iter = 200; its last partition certified to 3e-10)
+STALL_ITERS = 3
 HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension...
 HESSIAN_MAX_N = 20_000  # ...and this many users (measured, below)
 
@@ -174,7 +182,7 @@ def newton_solver_for(n, m, dim, choice="auto"):
         return "dense"
     if dim <= HESSIAN_MAX_DIM and n <= HESSIAN_MAX_N:
         return "hessian"
-    return "amg" if n >= AMG_MIN else "lu"
+    return "sparsified"
 
 
 class _Precond:
@@ -191,12 +199,16 @@ class _Precond:
         self.time = 0.0
         self.last_cg = 0
         self.refactor_cg = REFACTOR_CG[kind]
+        # the isotropic C + σL_w of factor(): the kind's own, or the fallback of the others
+        self.fallback = kind if kind in ("dense", "lu", "amg") else (
+            "amg" if n >= AMG_MIN else "lu")
+        self.n_sparsified = 0  # factorisations of the kept edges' Hessian (not fallbacks)
 
     def factor(self, w):
         start = time.perf_counter()
         n, (i, j) = self.n, self.edges.T
         self.n_factor += 1
-        if self.kind == "dense":
+        if self.fallback == "dense":
             M = -np.bincount(i * n + j, weights=w, minlength=n * n).reshape(n, n)
             M = M + M.T
             M[np.diag_indices(n)] = self.coef - M.sum(axis=1)
@@ -207,30 +219,55 @@ class _Precond:
             adj = adj.tocsr()
             deg = np.asarray(adj.sum(axis=1)).ravel()
             M = sp.diags(self.coef + deg, format="csr") - adj
-            self.solve = (factor_spd(M).solve if self.kind == "lu" else _vcycle(M))
+            self.solve = (factor_spd(M).solve if self.fallback == "lu" else _vcycle(M))
         self.time += time.perf_counter() - start
 
-    def factor_hessian(self, blocks):
-        """The sparse LU of the generalised Hessian ``C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e`` with
-        the ``d × d`` edge blocks ``B_e`` (:func:`hess_blocks`), ``n d`` unknowns ordered
-        user-major: exact at the weights it was built with, and reused while CG stays short
-        (``REFACTOR_CG``)."""
+    def factor_hessian(self, blocks, keep=None):
+        """The sparse LU of the generalised Hessian ``H = C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e``
+        with the ``d × d`` edge blocks ``B_e`` (:func:`hess_blocks`), ``n d`` unknowns
+        ordered user-major: exact at the weights it was built with, and reused while CG
+        stays short (``REFACTOR_CG``). With ``keep`` (a mask over the edges), the
+        off-diagonal blocks ``−B_e`` of the other edges are dropped and every diagonal block
+        kept: ``M`` is SPD and ``H ⪯ 2M`` (a dropped edge's ``[[B, −B], [−B, B]] ⪯
+        2 diag(B, B)``), so the eigenvalues of ``M⁻¹H`` lie in (0, 2), the nearer 1 the
+        smaller the dropped blocks are next to the diagonal."""
         start = time.perf_counter()
         self.n_factor += 1
         n, (i, j) = self.n, self.edges.T
         d = blocks.shape[1]
         a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
+        v = np.ascontiguousarray(blocks.reshape(-1, d * d))
+        diag = sums_by_label(v, i, n) + sums_by_label(v, j, n)
+        diag[:, ::d + 1] += self.coef[:, None]
+        if keep is not None:
+            i, j, v = i[keep], j[keep], v[keep]
+        node = np.arange(n)[:, None] * d
         ia, ja = i[:, None] * d + a, j[:, None] * d + a
         ib, jb = i[:, None] * d + b, j[:, None] * d + b
-        v = blocks.reshape(-1, d * d)
-        H = sp.coo_matrix((np.concatenate([v, v, -v, -v], axis=None),
-                           (np.concatenate([ia, ja, ia, ja], axis=None),
-                            np.concatenate([ib, jb, jb, ib], axis=None))),
+        H = sp.coo_matrix((np.concatenate([diag, -v, -v], axis=None),
+                           (np.concatenate([node + a, ia, ja], axis=None),
+                            np.concatenate([node + b, jb, ib], axis=None))),
                           shape=(n * d, n * d)).tocsc()
-        H = H + sp.diags(np.repeat(self.coef, d), format="csc")
         lu = factor_spd(H)
         self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
+
+    def factor_sparsified(self, blocks, wts):
+        """``"sparsified"``: the LU of the Hessian with the blocks of its weak edges dropped
+        (:meth:`factor_hessian` with ``keep``). An edge is strong when its block's largest
+        eigenvalue ``w_e`` (σ inside the ball, σc/‖T‖ outside: :func:`precond_weights`) is
+        at least ``STRONG_RATIO · min(c_i, c_j)``, the loss curvatures at its ends. Where
+        the strong edges join more than ``SPARSIFIED_MAX_COMPONENT`` users (the LU would
+        fill in: few clusters), the isotropic ``C + σ L_w`` by AMG or LU instead
+        (:meth:`factor`); :attr:`n_sparsified` counts the factorisations that were not."""
+        i, j = self.edges.T
+        strong = wts >= STRONG_RATIO * np.minimum(self.coef[i], self.coef[j])
+        comp = masked_components(self.n, self.edges, strong)[0]
+        if np.bincount(comp).max() > SPARSIFIED_MAX_COMPONENT:
+            self.factor(wts)
+            return
+        self.factor_hessian(blocks, keep=strong)
+        self.n_sparsified += 1
 
 
 def _vcycle(M):
@@ -324,13 +361,14 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     HV = np.empty((n, d))
     pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
     wts = np.empty(m)
-    blocks = np.empty((m, d, d) if pre.kind == "hessian" else (0, d, d))
+    blocks = np.empty((m, d, d) if pre.kind in ("hessian", "sparsified") else (0, d, d))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
     eta_p_prev = np.inf
     eps_inner = np.inf
     trigger = max(1e-2, tol)
+    lowest, lowest_at, certified_key = np.inf, 0, None
     converged = False
     stage = "iterations"
     message = ""
@@ -353,6 +391,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 if pre.kind == "hessian":
                     hess_blocks(edges, cap, P, tnorm, sigma, blocks)
                     pre.factor_hessian(blocks)
+                elif pre.kind == "sparsified":
+                    precond_weights(edges, cap, tnorm, sigma, wts)
+                    hess_blocks(edges, cap, P, tnorm, sigma, blocks)
+                    pre.factor_sparsified(blocks, wts)
                 else:
                     precond_weights(edges, cap, tnorm, sigma, wts)
                     pre.factor(wts)
@@ -400,7 +442,13 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             break
         proxy = max(eta_p, eta_d) / scale
         hist.setdefault("stalled", []).append(stalled)
-        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(fused):
+        if proxy < lowest:
+            lowest, lowest_at = proxy, outer
+        key = hash(fused.tobytes())
+        stuck = outer - lowest_at >= STALL_ITERS and key != certified_key
+        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(fused) \
+                or stuck:
+            certified_key = key
             if run.certify(hist, outer, fused, X, Y):
                 converged = True
                 break
@@ -417,6 +465,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         eta_p_prev = eta_p
     hist["n_factor"] = pre.n_factor
     hist["newton_solver"] = pre.kind
+    if pre.kind == "sparsified":
+        hist["n_factor_sparsified"] = pre.n_sparsified
     hist["time_precond_s"] = pre.time
     hist["cg_total"] = cg_total
     return run.solution((fused, X, Y), converged=converged, n_iter=outer, history=hist,
