@@ -1,7 +1,9 @@
 r"""SSNAL on large kNN graphs: the Newton systems preconditioned by the exact sparse LU of
-``C + σL_w`` against one algebraic-multigrid V-cycle (pyamg), issue #18.
+``C + σL_w``, one algebraic-multigrid V-cycle (pyamg) and the sparsified Hessian's LU,
+issue #18.
 
-``python -m benchmarks.large_knn [--quick] [--out DIR] [--sizes N,N,...] [--max-iter K]``
+``python -m benchmarks.large_knn [--quick] [--out DIR] [--sizes N,N,...] [--max-iter K]
+[--contenders NAME,...] [--regimes "many clusters",...]``
 (also ``python -m benchmarks --cases large_knn``) prints, for each instance, each
 contender's time to a certified KKT ≤ 1e-6 (one solve each, in one run), its certified KKT,
 cluster count, outer / Newton / CG counts, preconditioner set-ups and their time, and the
@@ -10,11 +12,12 @@ time over the LU's; writes ``large_knn.json`` and ``large_knn.png`` under ``--ou
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
 (quick: 10⁴, 2·10⁴), at a few-cluster λ = 10 and a many-cluster λ = 0.03 (~98 % of the
-users apart). Contenders: SSNAL with ``newton_solver="lu"`` and ``"amg"``, and
-``method="auto"`` (ADMM iterations, then SSNAL with its own choice). The LU is skipped where
-its factor would exceed :data:`LU_MEMORY_MAX` (estimated from the fill measured at
-N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps SSNAL's outer iterations (default 200);
-a capped run is reported as it ends (``cert`` column). No wall-clock limit applies.
+users apart). Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
+``"sparsified"``, and ``method="auto"`` (ADMM iterations, then SSNAL with its own
+choice). The LU is skipped where its factor would exceed :data:`LU_MEMORY_MAX`
+(estimated from the fill measured at N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps
+SSNAL's outer iterations (default 200); a capped run is reported as it ends (``cert``
+column). No wall-clock limit applies.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ QUICK_SIZES = (10_000, 20_000)
 LAMS = {"few clusters": 10.0, "many clusters": 0.03}
 CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
               "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
+              "ssnal sparsified": {"method": "ssnal", "newton_solver": "sparsified"},
               "auto": {"method": "auto"}}
 TOL = 1e-6
 LU_MEMORY_MAX = 8 * 2**30  # bytes
@@ -68,11 +72,13 @@ def _row(regime, prob, name, sol=None, t=None, note=""):
             "newton_solver": h.get("newton_solver"), "note": note}
 
 
-def instance_rows(n, regime, lam, max_iter):
+def instance_rows(n, regime, lam, max_iter, contenders=None):
     A = _connected_mixture(n)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), _knn(A, 10), lam)
     rows = []
     for name, opts in CONTENDERS.items():
+        if contenders is not None and name not in contenders:
+            continue
         if opts.get("newton_solver") == "lu" and lu_bytes(n) > LU_MEMORY_MAX:
             rows.append(_row(regime, prob, name, note=f"skipped: LU factor ~"
                              f"{lu_bytes(n) / 2**30:.0f} GiB > {LU_MEMORY_MAX / 2**30:.0f} GiB"))
@@ -114,7 +120,7 @@ def plot(rows, path):
             ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=11, mew=2)
     ax.set_xlabel("N (users), kNN10, d = 3")
     ax.set_ylabel("time [s] to certified KKT ≤ 1e-6 (x: not certified)")
-    ax.set_title("SSNAL Newton systems: sparse LU vs AMG preconditioner")
+    ax.set_title("SSNAL Newton systems: LU, AMG and sparsified-Hessian preconditioners")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -122,16 +128,18 @@ def plot(rows, path):
     plt.close(fig)
 
 
-def run(*, quick=False, out="benchmarks/results", sizes=None, max_iter=200):
+def run(*, quick=False, out="benchmarks/results", sizes=None, max_iter=200, contenders=None,
+        regimes=None):
     from .suite import warm_up
 
     os.makedirs(out, exist_ok=True)
     warm_up()
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
-    todo = [(n, regime, lam) for n in sizes for regime, lam in LAMS.items()]
+    todo = [(n, regime, lam) for n in sizes for regime, lam in LAMS.items()
+            if regimes is None or regime in regimes]
     rows = []
     for n, regime, lam in tqdm(todo, desc="large_knn", unit="instance"):
-        rows += instance_rows(n, regime, lam, max_iter)
+        rows += instance_rows(n, regime, lam, max_iter, contenders)
     print()
     print_table(rows, COLUMNS)
     meta = {"quick": quick, "sizes": list(sizes), "max_iter": max_iter, "tol": TOL,
@@ -150,9 +158,26 @@ def main(argv=None):
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--sizes", default=None, help="comma-separated N (overrides --quick)")
     ap.add_argument("--max-iter", type=int, default=200, help="SSNAL's outer iterations")
+    ap.add_argument("--contenders", default=None,
+                    help=f"comma-separated, of {', '.join(CONTENDERS)} (default: all)")
+    ap.add_argument("--regimes", default=None,
+                    help=f"comma-separated, of {', '.join(LAMS)} (default: both)")
     a = ap.parse_args(argv)
     sizes = None if a.sizes is None else tuple(int(float(s)) for s in a.sizes.split(","))
-    run(quick=a.quick, out=a.out, sizes=sizes, max_iter=a.max_iter)
+    contenders = _names(a.contenders, CONTENDERS, "--contenders", ap)
+    regimes = _names(a.regimes, LAMS, "--regimes", ap)
+    run(quick=a.quick, out=a.out, sizes=sizes, max_iter=a.max_iter, contenders=contenders,
+        regimes=regimes)
+
+
+def _names(value, known, option, parser):
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",")]
+    unknown = [v for v in names if v not in known]
+    if unknown:
+        parser.error(f"{option}: unknown {unknown}; expected some of {list(known)}")
+    return names
 
 
 if __name__ == "__main__":

@@ -16,12 +16,13 @@ leaving a strongly convex, once-differentiable function of ``X``,
     \qquad ∇ψ(X) = ∇f(X) + Dᵀ Π_{c}(Y + σ D X),
 
 solved by a semismooth Newton method (generalised Hessian ``C + σ DᵀJD``, preconditioned
-conjugate gradients with the isotropic preconditioner ``C + σ L_w``, reused while it stays
-effective; Armijo line search on ψ). The preconditioner (``newton_solver``) is a dense
-Cholesky factor on small or dense graphs, the exact sparse LU on sparse graphs below 10⁴
-users, and one algebraic-multigrid V-cycle (pyamg, Ruge–Stüben) from 10⁴ users on, where the
-LU's fill dominates (kNN10, N = 5·10⁴: 27 M non-zeros, 8.4 s per factorisation, against
-0.3–0.5 s for the AMG set-up): :func:`newton_solver_for`.
+conjugate gradients, the preconditioner reused while it stays effective; Armijo line search
+on ψ). The preconditioner (``newton_solver``, :func:`newton_solver_for`) is a dense
+Cholesky factor on small or dense graphs; the sparse LU of the Hessian itself in d ≤ 2 up
+to 2·10⁴ users; elsewhere the LU of the Hessian with its weak edges dropped
+(``"sparsified"``), or, where its strong edges join too many users, the isotropic
+``C + σ L_w`` by exact LU below 10⁴ users and one algebraic-multigrid V-cycle (pyamg,
+Ruge–Stüben) above.
 Then ``Y ← Π_c(Y + σ D X)``, which keeps every ``‖y_e‖ ≤ λ w_e``: the multipliers **are**
 the flows ``u_e = λ w_e s_e`` of (KKT), and the edges with ``‖y_e + σ(x_i − x_j)‖ ≤ λ w_e``
 have ``z_e = 0`` exactly (fused).
@@ -104,11 +105,14 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         Semismooth Newton steps per outer iteration.
     cg_max_iter : int
         Conjugate-gradient iterations per Newton step.
-    newton_solver : {"auto", "dense", "lu", "amg", "hessian"}
+    newton_solver : {"auto", "dense", "lu", "amg", "hessian", "sparsified"}
         The preconditioner of the Newton systems' conjugate gradients: ``C + σ L_w`` by
         dense Cholesky, exact sparse LU, or one algebraic-multigrid V-cycle (pyamg); or the
-        sparse LU of the generalised Hessian itself (``"hessian"``); ``"auto"`` chooses by
-        size, density and dimension (:func:`newton_solver_for`).
+        sparse LU of the generalised Hessian itself (``"hessian"``), or of the Hessian
+        with its weak edges' off-diagonal blocks dropped (``"sparsified"``, falling back to
+        ``C + σ L_w`` where its strong edges join more than 2000 users; the history's
+        ``n_factor_sparsified`` counts the factorisations that did not fall back);
+        ``"auto"`` chooses by size, density and dimension (:func:`newton_solver_for`).
     polish : bool or "small"
         Refine candidates by Newton on the reduced problem before certifying (``"small"``:
         only reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
@@ -149,9 +153,24 @@ def newton_solver_for(n, m, dim, choice="auto"):
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
     ``m > n²/8``); the exact sparse LU of the generalised Hessian itself (``"hessian"``,
     ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM`` up to ``HESSIAN_MAX_N`` users; else
-    one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and the
-    exact sparse LU (:func:`~convexfl.certificates.factor_spd`) of the isotropic
-    ``C + σ L_w`` below.
+    ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of the Hessian with the
+    off-diagonal blocks of its weak edges dropped, or, at the factorisations where its strong
+    edges join more than ``SPARSIFIED_MAX_COMPONENT`` users, the isotropic ``C + σ L_w`` by
+    one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and by
+    the exact sparse LU (:func:`~convexfl.certificates.factor_spd`) below.
+
+    "sparsified" against "amg" (kNN10 mixture, d = 3, ``python -m benchmarks.large_knn``'s
+    instances, SSNAL after ``auto``'s ADMM stage, certified 1e-6, one run each, 2-core
+    machine): N = 5·10⁴, λ = 0.03 (K = 48868): 103 s → 23 s, CG 1723 → 412 (41 Newton
+    steps either way), preconditioner set-ups 12.0 s → 3.4 s; N = 10⁴, λ = 0.03: 6.9 →
+    3.2 s. Offline, on one of those Newton systems (σ = 146, 2342 of 296619 edges in the
+    ball, the others' weights σc/‖T‖ with median 0.27): the isotropic AMG took 62 CG
+    iterations (5.4 s with its set-up); the sparsified LU keeping the edges with weight ≥ 3
+    (9417 edges) took 10 (0.64 s), ≥ 10: 16, ≥ 1: 7, only the edges in the ball: 87.
+    Where few clusters remain (λ = 10) the strong edges join most users and every
+    factorisation falls back: the same run as "amg". make_moons n = 5000 (d = 2) at
+    λ = 0.2: 5.0 s against "hessian"'s 5.4 s; at n = 2·10⁴ it falls back throughout (157 s
+    against "hessian"'s 58 s), so d ≤ 2 keeps "hessian".
 
     The Hessian's LU takes the anisotropic edge blocks ``(c/‖T‖)(I − T̂T̂ᵀ)`` exactly, which
     ``C + σ L_w`` replaces by ``(c/‖T‖) I``; it has ``dim²`` times the non-zeros. Measured
