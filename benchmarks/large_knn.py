@@ -120,7 +120,7 @@ def plot(rows, path):
             ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=11, mew=2)
     ax.set_xlabel("N (users), kNN10, d = 3")
     ax.set_ylabel("time [s] to certified KKT ≤ 1e-6 (x: not certified)")
-    ax.set_title("SSNAL Newton systems: LU, AMG and sparsified-Hessian preconditioners")
+    ax.set_title("SSNAL Newton systems:\nLU, AMG and sparsified-Hessian preconditioners")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
