@@ -279,9 +279,11 @@ class _Precond:
         the strong edges join more than ``SPARSIFIED_MAX_COMPONENT`` users (the LU would
         fill in: few clusters), the isotropic ``C + σ L_w`` by AMG or LU instead
         (:meth:`factor`); :attr:`n_sparsified` counts the factorisations that were not."""
+        start = time.perf_counter()
         i, j = self.edges.T
         strong = wts >= STRONG_RATIO * np.minimum(self.coef[i], self.coef[j])
         comp = masked_components(self.n, self.edges, strong)[0]
+        self.time += time.perf_counter() - start
         if np.bincount(comp).max() > SPARSIFIED_MAX_COMPONENT:
             self.factor(wts)
             return
