@@ -137,7 +137,10 @@ AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measure
 # new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
 REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 10}
 STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) (measured, below)
-SPARSIFIED_MAX_COMPONENT = 2000  # ...while their components stay this small (users)
+# ...while their components stay this small (users). A user count is a crude proxy of the
+# LU's cost: at 20000, kNN10 N = 5e4, λ = 0.3 took 177 s instead of 614 s, but N = 2e4,
+# λ = 3 took 522 s instead of 114 s (docs/solvers.md)
+SPARSIFIED_MAX_COMPONENT = 2000
 # once the residual proxy has not halved for this many outer iterations, the candidate
 # is certified every this many iterations: the proxy stalls at rounding level under the
 # trigger set by a failed certificate (kNN10 N = 1e5, λ = 0.03: stalled at ~3e-8 after the
