@@ -213,7 +213,9 @@ class _Precond:
     (minimum-degree ordering, exact) or approximated by one algebraic-multigrid V-cycle
     (Ruge–Stüben, symmetric Gauss–Seidel smoothing: a symmetric positive definite
     preconditioner, as CG needs); or (``"hessian"``, :meth:`factor_hessian`) the sparse LU
-    of the generalised Hessian itself. ``kind`` from :func:`newton_solver_for`."""
+    of the generalised Hessian itself; or (``"sparsified"``, :meth:`factor_sparsified`) the
+    LU of the Hessian without its weak edges, falling back to ``C + L_w`` by LU or AMG
+    (:attr:`fallback`). ``kind`` from :func:`newton_solver_for`."""
 
     def __init__(self, coef, edges, n, kind):
         self.coef, self.edges, self.n, self.kind = coef, edges, n, kind
