@@ -223,21 +223,11 @@ def test_the_hessian_lu_is_the_exact_newton_matrix():
     np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
 
 
-def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
-    """Dropping the weak edges' off-diagonal blocks (their diagonal blocks kept) gives an
-    SPD ``M`` with ``H ⪯ 2M``: the eigenvalues of ``M⁻¹H`` are real and lie in (0, 2), not
-    all at 1 (edges were dropped)."""
-    from convexfl.solvers._ssnal_kernels import hess_vec, precond_weights
-    from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
+def _preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma):
+    """The eigenvalues of ``M⁻¹H`` (dense), ``M⁻¹`` being ``pre.solve``."""
+    from convexfl.solvers._ssnal_kernels import hess_vec
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    n, d = coef.size, blocks.shape[1]
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
-    assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
-    pre = _Precond(coef, edges, n, "sparsified")
-    pre.factor_sparsified(blocks, wts)
-    assert pre.n_sparsified == 1
+    n, d = coef.size, P.shape[1]
     H = np.empty((n * d, n * d))
     for k in range(n * d):
         E = np.zeros(n * d)
@@ -245,26 +235,106 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
         out = np.empty((n, d))
         hess_vec(coef, edges, cap, P, tnorm, sigma, E.reshape(n, d), out)
         H[:, k] = out.ravel()
-    MinvH = np.column_stack([pre.solve(H[:, k].reshape(n, d)).ravel() for k in range(n * d)])
-    ev = np.linalg.eigvals(MinvH)
+    return np.linalg.eigvals(np.column_stack([pre.solve(H[:, k].reshape(n, d)).ravel()
+                                              for k in range(n * d)]))
+
+
+def _in_zero_two(ev):
     assert np.max(np.abs(ev.imag)) <= 1e-9
     assert ev.real.min() > 0 and ev.real.max() < 2
-    assert np.max(np.abs(ev.real - 1)) > 0.1
+    assert np.max(np.abs(ev.real - 1)) > 0.1  # not the exact inverse
+
+
+def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
+    """Dropping the weak edges' off-diagonal blocks (their diagonal blocks kept) gives an
+    SPD ``M`` with ``H ⪯ 2M``: the eigenvalues of ``M⁻¹H`` are real and lie in (0, 2), not
+    all at 1 (edges were dropped)."""
+    from convexfl.solvers._ssnal_kernels import precond_weights
+    from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
+    pre = _Precond(coef, edges, coef.size, "sparsified")
+    pre.factor_sparsified(blocks, wts)
+    assert pre.n_sparsified == 1 and pre.n_mixed == 0
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+
+
+def _largest_strong_component(coef, edges, wts, ratio):
+    from convexfl._flow_kernels import masked_components
+
+    i, j = edges.T
+    comp = masked_components(coef.size, edges, wts >= ratio * np.minimum(coef[i], coef[j]))[0]
+    return np.bincount(comp).max()
+
+
+def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch):
+    """Inside a component of more than ``SPARSIFIED_MAX_COMPONENT`` users the ratio is
+    raised (fourfold): its weakest kept edges go, the kept edges elsewhere stay, and every
+    component left is small enough."""
+    import convexfl.solvers.ssnal as ssnal
+    from convexfl._flow_kernels import masked_components
+    from convexfl.solvers._ssnal_kernels import precond_weights
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    r = ssnal.STRONG_RATIO
+    largest = _largest_strong_component(coef, edges, wts, r)
+    assert _largest_strong_component(coef, edges, wts, 4 * r) < largest
+    monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
+    keep, big = ssnal._Precond(coef, edges, coef.size, "sparsified").strong_edges(wts)
+    first = wts >= r * np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
+    assert not big.any() and np.all(first[keep]) and 0 < keep.sum() < first.sum()
+    comp = masked_components(coef.size, edges, first)[0]
+    sizes = np.bincount(comp)[comp[edges[:, 0]]]
+    np.testing.assert_array_equal(keep[sizes < largest], first[sizes < largest])
+    assert np.bincount(masked_components(coef.size, edges, keep)[0]).max() < largest
+
+
+def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
+    """A component that stays too large (the ratio may not be raised here) gets the
+    isotropic ``C + L_w`` on its users, the others the sparsified Hessian: still SPD with
+    ``H ⪯ 2M`` (``B_e ⪯ w_e I``)."""
+    import convexfl.solvers.ssnal as ssnal
+    from convexfl.solvers._ssnal_kernels import precond_weights
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    largest = _largest_strong_component(coef, edges, wts, ssnal.STRONG_RATIO)
+    assert 1 < largest < coef.size // 2
+    monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
+    monkeypatch.setattr(ssnal, "STRONG_RATIO_MAX", ssnal.STRONG_RATIO)
+    pre = ssnal._Precond(coef, edges, coef.size, "sparsified")
+    pre.factor_sparsified(blocks, wts)
+    assert pre.n_sparsified == pre.n_mixed == 1
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
 
 
 def test_the_sparsified_solver_falls_back_when_the_strong_edges_join_many_users(monkeypatch):
+    """Whole (limit 0), in part (a limit the ratio may not cut below) or not at all: the
+    same certified solution as the isotropic LU's."""
     import convexfl.solvers.ssnal as ssnal
 
     rng = np.random.default_rng(3)
     A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.5)
     own = cfl.solve(prob, method="ssnal", newton_solver="sparsified", tol=1e-8)
+    with monkeypatch.context() as patch:
+        patch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", 40)
+        patch.setattr(ssnal, "STRONG_RATIO_MAX", ssnal.STRONG_RATIO)
+        mixed = cfl.solve(prob, method="ssnal", newton_solver="sparsified", tol=1e-8)
     monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", 0)
     fallback = cfl.solve(prob, method="ssnal", newton_solver="sparsified", tol=1e-8)
     lu = cfl.solve(prob, method="ssnal", newton_solver="lu", tol=1e-8)
     assert own.history["n_factor_sparsified"] == own.history["n_factor"] > 0
+    assert own.history["n_factor_mixed"] == 0
+    assert 0 < mixed.history["n_factor_mixed"] <= mixed.history["n_factor_sparsified"]
     assert fallback.history["n_factor_sparsified"] == 0
-    for sol in (own, fallback):
+    for sol in (own, mixed, fallback):
         assert sol.converged and cfl.clusters.same_partition(sol.labels(), lu.labels())
         assert abs(sol.objective - lu.objective) <= 1e-8 * abs(lu.objective)
 

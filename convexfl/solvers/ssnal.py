@@ -137,10 +137,14 @@ AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measure
 # new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
 REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 10}
 STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) (measured, below)
-# ...while their components stay this small (users). A user count is a crude proxy of the
-# LU's cost: at 20000, kNN10 N = 5e4, λ = 0.3 took 177 s instead of 614 s, but N = 2e4,
-# λ = 3 took 522 s instead of 114 s (docs/solvers.md)
+# ...while their components stay this small (users; a crude proxy of the LU's cost: a kNN10
+# component in d = 3 factors in 0.35 s at 2000 users, 2.9 s at 5000). Inside a larger one the
+# ratio is raised fourfold at a time up to STRONG_RATIO_MAX, and what stays joined gets the
+# isotropic C + σL_w (kNN10 N = 5e4, λ = 0.3: 614 s with the whole matrix falling back to
+# AMG, 288 s with only the large component isotropic, 178 s with the raised ratio; N = 2e4,
+# λ = 3: 114 → 69 s; docs/solvers.md)
 SPARSIFIED_MAX_COMPONENT = 2000
+STRONG_RATIO_MAX = 3 * 4.0**4
 # once the residual proxy has not halved for this many outer iterations, the candidate
 # is certified every this many iterations: the proxy stalls at rounding level under the
 # trigger set by a failed certificate (kNN10 N = 1e5, λ = 0.03: stalled at ~3e-8 after the
@@ -158,10 +162,11 @@ def newton_solver_for(n, m, dim, choice="auto"):
     ``m > n²/8``); the exact sparse LU of the generalised Hessian itself (``"hessian"``,
     ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM`` up to ``HESSIAN_MAX_N`` users; else
     ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of the Hessian with the
-    off-diagonal blocks of its weak edges dropped, or, at the factorisations where its strong
-    edges join more than ``SPARSIFIED_MAX_COMPONENT`` users, the isotropic ``C + σ L_w`` by
-    one algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and by
-    the exact sparse LU (:func:`~convexfl.certificates.factor_spd`) below.
+    off-diagonal blocks of its weak edges dropped, and, on the users whose strong edges
+    still join more than ``SPARSIFIED_MAX_COMPONENT`` of them (:meth:`_Precond.strong_edges`),
+    the isotropic ``C + σ L_w`` by one algebraic-multigrid V-cycle (:func:`_vcycle`) from
+    :data:`AMG_MIN` users on and by the exact sparse LU
+    (:func:`~convexfl.certificates.factor_spd`) below.
 
     "sparsified" against "amg" (kNN10 mixture, d = 3, ``python -m benchmarks.large_knn``'s
     instances, SSNAL after ``auto``'s ADMM stage, certified 1e-6, one run each, 2-core
@@ -171,8 +176,9 @@ def newton_solver_for(n, m, dim, choice="auto"):
     ball, the others' weights σc/‖T‖ with median 0.27): the isotropic AMG took 62 CG
     iterations (5.4 s with its set-up); the sparsified LU keeping the edges with weight ≥ 3
     (9417 edges) took 10 (0.64 s), ≥ 10: 16, ≥ 1: 7, only the edges in the ball: 87.
-    Where few clusters remain (λ = 10) the strong edges join most users and every
-    factorisation falls back: the same run as "amg". make_moons n = 5000 (d = 2) at
+    Where few clusters remain (λ = 10) the strong edges join most users and the
+    factorisations fell back (before the ratio was raised inside large components and only
+    their users fell back: constants above). make_moons n = 5000 (d = 2) at
     λ = 0.2: 5.0 s against "hessian"'s 5.4 s; at n = 2·10⁴ it falls back throughout (157 s
     against "hessian"'s 58 s), so d ≤ 2 keeps "hessian".
 
@@ -228,6 +234,7 @@ class _Precond:
         self.fallback = kind if kind in ("dense", "lu", "amg") else (
             "amg" if n >= AMG_MIN else "lu")
         self.n_sparsified = 0  # factorisations of the kept edges' Hessian (not fallbacks)
+        self.n_mixed = 0  # ...of them with an isotropic block
 
     def factor(self, w):
         start = time.perf_counter()
@@ -240,12 +247,15 @@ class _Precond:
             cf = sla.cho_factor(M, check_finite=False)
             self.solve = lambda R: sla.cho_solve(cf, R, check_finite=False)
         else:
-            adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n))
-            adj = adj.tocsr()
-            deg = np.asarray(adj.sum(axis=1)).ravel()
-            M = sp.diags(self.coef + deg, format="csr") - adj
+            M = self._isotropic(w)
             self.solve = (factor_spd(M).solve if self.fallback == "lu" else _vcycle(M))
         self.time += time.perf_counter() - start
+
+    def _isotropic(self, w):
+        """``C + L_w`` (sparse CSR)."""
+        n, (i, j) = self.n, self.edges.T
+        adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
+        return sp.diags(self.coef + np.asarray(adj.sum(axis=1)).ravel(), format="csr") - adj
 
     def factor_hessian(self, blocks, keep=None):
         """The sparse LU of the generalised Hessian ``H = C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e``
@@ -258,6 +268,14 @@ class _Precond:
         smaller the dropped blocks are next to the diagonal."""
         start = time.perf_counter()
         self.n_factor += 1
+        n, d = self.n, blocks.shape[1]
+        lu = factor_spd(self._hessian(blocks, keep))
+        self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+        self.time += time.perf_counter() - start
+
+    def _hessian(self, blocks, keep=None):
+        """``H`` of :meth:`factor_hessian` (sparse CSC), without the off-diagonal blocks of
+        the edges outside ``keep``."""
         n, (i, j) = self.n, self.edges.T
         d = blocks.shape[1]
         a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
@@ -269,32 +287,77 @@ class _Precond:
         node = np.arange(n)[:, None] * d
         ia, ja = i[:, None] * d + a, j[:, None] * d + a
         ib, jb = i[:, None] * d + b, j[:, None] * d + b
-        H = sp.coo_matrix((np.concatenate([diag, -v, -v], axis=None),
-                           (np.concatenate([node + a, ia, ja], axis=None),
-                            np.concatenate([node + b, jb, ib], axis=None))),
-                          shape=(n * d, n * d)).tocsc()
-        lu = factor_spd(H)
-        self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
-        self.time += time.perf_counter() - start
+        return sp.coo_matrix((np.concatenate([diag, -v, -v], axis=None),
+                              (np.concatenate([node + a, ia, ja], axis=None),
+                               np.concatenate([node + b, jb, ib], axis=None))),
+                             shape=(n * d, n * d)).tocsc()
 
     def factor_sparsified(self, blocks, wts):
-        """``"sparsified"``: the LU of the Hessian with the blocks of its weak edges dropped
-        (:meth:`factor_hessian` with ``keep``). An edge is strong when its block's largest
-        eigenvalue ``w_e`` (σ inside the ball, σc/‖T‖ outside: :func:`precond_weights`) is
-        at least ``STRONG_RATIO · min(c_i, c_j)``, the loss curvatures at its ends. Where
-        the strong edges join more than ``SPARSIFIED_MAX_COMPONENT`` users (the LU would
-        fill in: few clusters), the isotropic ``C + σ L_w`` by AMG or LU instead
-        (:meth:`factor`); :attr:`n_sparsified` counts the factorisations that were not."""
-        start = time.perf_counter()
-        i, j = self.edges.T
-        strong = wts >= STRONG_RATIO * np.minimum(self.coef[i], self.coef[j])
-        comp = masked_components(self.n, self.edges, strong)[0]
-        self.time += time.perf_counter() - start
-        if np.bincount(comp).max() > SPARSIFIED_MAX_COMPONENT:
+        """``"sparsified"``: the LU of the Hessian with the off-diagonal blocks of its weak
+        edges dropped (:meth:`factor_hessian` with ``keep``; the edges: :meth:`strong_edges`).
+        Users whose kept edges still join more than ``SPARSIFIED_MAX_COMPONENT`` users get
+        the isotropic ``C + σ L_w`` instead (:meth:`_factor_mixed`; all users: :meth:`factor`).
+        :attr:`n_sparsified` counts the factorisations with a sparsified LU, :attr:`n_mixed`
+        those of them with an isotropic block too."""
+        keep, big = self.strong_edges(wts)
+        if not big.any():
+            self.factor_hessian(blocks, keep=keep)
+        elif big.all():
             self.factor(wts)
             return
-        self.factor_hessian(blocks, keep=strong)
+        else:
+            self._factor_mixed(blocks, wts, keep, big)
+            self.n_mixed += 1
         self.n_sparsified += 1
+
+    def strong_edges(self, wts):
+        """``(keep, big)``: the edges whose off-diagonal blocks "sparsified" keeps, and the
+        users left in components of more than ``SPARSIFIED_MAX_COMPONENT`` users (their LU
+        would fill in). An edge is strong when its block's largest eigenvalue ``w_e`` (σ
+        inside the ball, σc/‖T‖ outside: :func:`precond_weights`) is at least ``r ·
+        min(c_i, c_j)``, the loss curvatures at its ends, with ``r = STRONG_RATIO``; inside a
+        component that is too large ``r`` is raised fourfold at a time up to
+        ``STRONG_RATIO_MAX``, which cuts it along its weakest edges (a fused cluster's edges,
+        at weight σ, stay)."""
+        start = time.perf_counter()
+        i, j = self.edges.T
+        c_min = np.minimum(self.coef[i], self.coef[j])
+        keep = wts >= STRONG_RATIO * c_min
+        ratio = STRONG_RATIO
+        while True:
+            comp = masked_components(self.n, self.edges, keep)[0]
+            big = (np.bincount(comp) > SPARSIFIED_MAX_COMPONENT)[comp]
+            if not big.any() or ratio >= STRONG_RATIO_MAX:
+                break
+            ratio *= 4.0
+            keep &= ~big[i] | (wts >= ratio * c_min)
+        self.time += time.perf_counter() - start
+        return keep, big
+
+    def _factor_mixed(self, blocks, wts, keep, big):
+        """The block-diagonal ``M`` with, on the users outside the large components
+        (``~big``), the sparsified Hessian's block (exact LU) and, on those inside, the
+        isotropic ``C + L_w`` restricted to them (AMG from :data:`AMG_MIN` users, else LU):
+        no kept edge joins the two sets, and both blocks are SPD. ``H ⪯ 2M`` still holds
+        with an exact solve of the isotropic block (``B_e ⪯ w_e I``)."""
+        start = time.perf_counter()
+        self.n_factor += 1
+        d = blocks.shape[1]
+        small_rows = (np.flatnonzero(~big)[:, None] * d + np.arange(d)).ravel()
+        H = self._hessian(blocks, keep=keep)
+        lu = factor_spd(H[small_rows][:, small_rows])
+        M = self._isotropic(wts)[big][:, big]
+        iso = factor_spd(M).solve if big.sum() < AMG_MIN else _vcycle(M)
+        small = ~big
+
+        def solve(R):
+            out = np.empty_like(R)
+            out[small] = lu.solve(np.ascontiguousarray(R[small]).ravel()).reshape(-1, d)
+            out[big] = iso(np.ascontiguousarray(R[big]))
+            return out
+
+        self.solve = solve
+        self.time += time.perf_counter() - start
 
 
 def _vcycle(M):
@@ -493,6 +556,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     hist["newton_solver"] = pre.kind
     if pre.kind == "sparsified":
         hist["n_factor_sparsified"] = pre.n_sparsified
+        hist["n_factor_mixed"] = pre.n_mixed
     hist["time_precond_s"] = pre.time
     hist["cg_total"] = cg_total
     return run.solution((fused, X, Y), converged=converged, n_iter=outer, history=hist,
