@@ -357,3 +357,21 @@ def test_bad_newton_solver_raises_value_error(value):
     prob = cfl.SumOfNorms(clustered(), cfl.graphs.complete(18), 0.08)
     with pytest.raises(ValueError, match="newton_solver: expected one of"):
         cfl.solve(prob, method="ssnal", newton_solver=value)
+
+
+def test_a_warm_start_with_flows_starts_at_a_tenth_of_the_cold_sigma():
+    """``WARM_SIGMA_SCALE``: from a warm start with flows (auto's ADMM stage) σ₀ is a tenth
+    of the cold one, and the answer is the same certified solution."""
+    from convexfl.solvers.ssnal import WARM_SIGMA_SCALE
+
+    rng = np.random.default_rng(3)
+    A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.5)
+    cold = cfl.solve(prob, method="ssnal", tol=1e-8)
+    rough = cfl.solve(prob, method="admm", max_iter=3, polish=False)
+    warm = cfl.solve(prob, method="ssnal", tol=1e-8, warm_start=rough)
+    assert not rough.converged and warm.n_iter > 0
+    assert warm.history["sigma"][0] == pytest.approx(WARM_SIGMA_SCALE * cold.history["sigma"][0])
+    assert cold.converged and warm.converged
+    assert cfl.clusters.same_partition(warm.labels(), cold.labels())
+    assert abs(warm.objective - cold.objective) <= 1e-8 * abs(cold.objective)

@@ -96,7 +96,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         few-cluster cases from two outer iterations to one (N = 100, 400, 1000 at
         λ = 12/N: 12 → 5, 97 → 56, 554 → 303 ms), costs 10 % with 253 clusters of 1000
         (3.9 → 4.2 s) and saves 0–35 % with every user its own cluster; on kNN graphs it
-        was 1.6× slower at N = 1e4 (9.7 → 15.5 s), so the factor is 1 there.
+        was 1.6× slower at N = 1e4 (9.7 → 15.5 s), so the factor is 1 there. From a warm
+        start with flows (``warm_start``, or ``X0`` with ``flows0``), ``WARM_SIGMA_SCALE``
+        (0.1) times that (measured at the constant).
     sigma_factor : float
         σ is multiplied by this (> 1) when the primal residual decreases too slowly.
     sigma_max : float
@@ -151,6 +153,13 @@ STRONG_RATIO_MAX = 3 * 4.0**4
 # 18th iteration, and the run idled to max_iter = 200 although its last partition
 # certified to 3e-10; N = 2e4, λ = 0.3: 1.07e-6 at the 26th, then nothing until the 36th)
 STALL_ITERS = 3
+# σ₀ from a warm start (flows given, as from auto's ADMM stage) is this times the cold one:
+# the first subproblem then takes a few Newton steps instead of 37-50 damped ones (step 1/64)
+# kNN10 d = 3 through auto, one run each: N = 2e4, λ = 3: 69 -> 49 s; N = 5e4, λ = 10: 311 ->
+# 201 s, λ = 0.3: 178 -> 167 s; make_moons n = 5000, λ = 0.2: 5.2 -> 4.9 s. (A larger σ₀
+# did not help: ×10, ×100 at N = 2e4, λ = 3: 82, 80 s; nor did ending the subproblem after 5
+# damped steps: > 900 s.)
+WARM_SIGMA_SCALE = 0.1
 HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension...
 HESSIAN_MAX_N = 20_000  # ...and this many users (measured, below)
 
@@ -440,10 +449,11 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     X = A.copy() if X0 is None else np.array(X0, dtype=float)
     Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
     dense_graph = m > n * n / 8  # at least about a quarter of all pairs
+    warm = X0 is not None and flows0 is not None
     if sigma is None:
         spread = graph.distances(A).mean()
         sigma = (2.0 if dense_graph else 1.0) * float(cap.mean() / max(spread, 1e-12))
-        sigma = min(max(sigma, 1e-4), 1e4)
+        sigma = min(max(sigma * (WARM_SIGMA_SCALE if warm else 1.0), 1e-4), 1e4)
     sigma = min(sigma, sigma_max)
     G = np.empty((n, d))
     P = np.empty((m, d))
@@ -464,7 +474,6 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     message = ""
     outer = 0
     cg_total = 0
-    warm = X0 is not None and flows0 is not None
     for outer in range(1, max_iter + 1):
         gf_norm = float(np.linalg.norm(coef[:, None] * (X - A)))
         tol_abs = tol * (1.0 + gf_norm)
