@@ -11,8 +11,8 @@ time over the LU's; writes ``large_knn.json`` and ``large_knn.png`` under ``--ou
 
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
-(quick: 10⁴, 2·10⁴), at a few-cluster λ = 10 and a many-cluster λ = 0.03 (~98 % of the
-users apart). Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
+(quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3 and 0.3 between (N = 5·10⁴: 9241
+and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart). Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
 ``"sparsified"``, and ``method="auto"`` (ADMM iterations, then SSNAL with its own
 choice). The LU is skipped where its factor would exceed :data:`LU_MEMORY_MAX`
 (estimated from the fill measured at N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps
@@ -37,7 +37,7 @@ from .versus import _connected_mixture, _knn
 CASES = ("large_knn",)
 SIZES = (10_000, 20_000, 50_000, 100_000)
 QUICK_SIZES = (10_000, 20_000)
-LAMS = {"few clusters": 10.0, "many clusters": 0.03}
+LAMS = {"few clusters": 10.0, "λ = 3": 3.0, "λ = 0.3": 0.3, "many clusters": 0.03}
 CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
               "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
               "ssnal sparsified": {"method": "ssnal", "newton_solver": "sparsified"},
@@ -161,7 +161,7 @@ def main(argv=None):
     ap.add_argument("--contenders", default=None,
                     help=f"comma-separated, of {', '.join(CONTENDERS)} (default: all)")
     ap.add_argument("--regimes", default=None,
-                    help=f"comma-separated, of {', '.join(LAMS)} (default: both)")
+                    help=f"comma-separated, of {', '.join(LAMS)} (default: all)")
     a = ap.parse_args(argv)
     sizes = None if a.sizes is None else tuple(int(float(s)) for s in a.sizes.split(","))
     contenders = _names(a.contenders, CONTENDERS, "--contenders", ap)
