@@ -12,7 +12,8 @@ time over the LU's; writes ``large_knn.json`` and ``large_knn.png`` under ``--ou
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
 (quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3 and 0.3 between (N = 5·10⁴: 9241
-and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart). Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
+and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart).
+Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
 ``"sparsified"``, and ``method="auto"`` (ADMM iterations, then SSNAL with its own
 choice). The LU is skipped where its factor would exceed :data:`LU_MEMORY_MAX`
 (estimated from the fill measured at N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps

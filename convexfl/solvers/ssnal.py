@@ -229,8 +229,9 @@ class _Precond:
     (Ruge–Stüben, symmetric Gauss–Seidel smoothing: a symmetric positive definite
     preconditioner, as CG needs); or (``"hessian"``, :meth:`factor_hessian`) the sparse LU
     of the generalised Hessian itself; or (``"sparsified"``, :meth:`factor_sparsified`) the
-    LU of the Hessian without its weak edges, falling back to ``C + L_w`` by LU or AMG
-    (:attr:`fallback`). ``kind`` from :func:`newton_solver_for`."""
+    LU of the Hessian without its weak edges, with ``C + L_w`` by LU or AMG
+    (:attr:`fallback`) on the users its kept edges still join in large components, or on all
+    of them. ``kind`` from :func:`newton_solver_for`."""
 
     def __init__(self, coef, edges, n, kind):
         self.coef, self.edges, self.n, self.kind = coef, edges, n, kind
@@ -352,12 +353,12 @@ class _Precond:
         start = time.perf_counter()
         self.n_factor += 1
         d = blocks.shape[1]
-        small_rows = (np.flatnonzero(~big)[:, None] * d + np.arange(d)).ravel()
+        small = ~big
+        small_rows = (np.flatnonzero(small)[:, None] * d + np.arange(d)).ravel()
         H = self._hessian(blocks, keep=keep)
         lu = factor_spd(H[small_rows][:, small_rows])
         M = self._isotropic(wts)[big][:, big]
         iso = factor_spd(M).solve if big.sum() < AMG_MIN else _vcycle(M)
-        small = ~big
 
         def solve(R):
             out = np.empty_like(R)
