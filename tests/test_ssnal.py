@@ -113,7 +113,8 @@ def test_sigma_stops_growing_once_primal_residual_is_negligible():
         assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
 
 
-def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones():
+def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones(monkeypatch):
+    import convexfl.solvers._common as common
     from convexfl.solvers import AUTO_ADMM_ITER
 
     rng = np.random.default_rng(2)
@@ -125,12 +126,20 @@ def test_auto_picks_ssnal_on_dense_graphs_and_admm_then_ssnal_on_sparse_ones():
     g = cfl.graphs.knn(A, 5, warn_disconnected=False)
     # many near-degenerate clusters: ADMM does not certify in its first stage, SSNAL does
     hard = cfl.SumOfNorms(loss, g, 0.1)
+    # the repair of the ADMM stage's partition certifies it (tests/test_repair.py)...
+    repaired = cfl.solve(hard, method="auto")
+    assert repaired.stage == "partition repair" and repaired.converged
+    # ...without it (no rounds), SSNAL does
+    monkeypatch.setattr(common, "REPAIR_ROUNDS", 0)
     sparse = cfl.solve(hard, method="auto")
     assert sparse.method == "ssnal" and sparse.converged
     stage = sparse.history["admm_warm_up"]
     assert stage["n_iter"] == AUTO_ADMM_ITER and stage["kkt_residual"] > sparse.kkt_tol
-    assert sparse.time_s >= stage["time_s"]
-    assert sparse.n_clusters == cfl.solve(hard, method="ssnal").n_clusters
+    assert sparse.history["repair"]["rounds"] == 0
+    assert sparse.time_s >= stage["time_s"] + sparse.history["repair"]["time_s"]
+    assert sparse.n_clusters == cfl.solve(hard, method="ssnal").n_clusters \
+        == repaired.n_clusters
+    assert abs(sparse.objective - repaired.objective) <= 1e-6 * abs(sparse.objective)
     # every user its own cluster: ADMM certifies within its first stage
     easy = cfl.solve(cfl.SumOfNorms(loss, g, 1e-3), method="auto")
     assert easy.method == "admm" and easy.converged and easy.n_iter <= AUTO_ADMM_ITER

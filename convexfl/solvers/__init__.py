@@ -168,6 +168,9 @@ def _admm_then_ssnal(prob, **options):
     the polish, then 17 -> 14, 64 -> 53, 171 -> 148 ms with checks every 5 instead of 10; at
     N = 1e4 the polish made it slower, 1.15 -> 1.89 s (the certificate of an early ADMM
     candidate took ~1000 flow iterations), so not there."""
+    from ._common import repair
+    from .admm import reduced_merges
+
     first_opts = {k: options[k] for k in ("tol", *WARM_KEYS) if k in options}
     small = prob.n_users < AUTO_POLISH_BELOW
     warm = any(options.get(k) is not None for k in WARM_KEYS)
@@ -176,11 +179,15 @@ def _admm_then_ssnal(prob, **options):
                   check_every=5 if small else 10, **first_opts)
     if first.converged:
         return first
+    fixed = repair(prob, first, merges=reduced_merges, tol=first.kkt_tol)
+    if fixed is not None:
+        return fixed
     sol = _ssnal(prob, warm_start=first, **{k: v for k, v in options.items()
                                             if k not in WARM_KEYS})
     sol.history["admm_warm_up"] = {"n_iter": first.n_iter, "time_s": first.time_s,
                                    "kkt_residual": first.kkt_residual}
-    sol.time_s += first.time_s
+    sol.history["repair"] = first.history["repair"]
+    sol.time_s += first.time_s + first.history["repair"]["time_s"]
     return sol
 
 

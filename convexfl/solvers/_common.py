@@ -59,6 +59,11 @@ POLISH_STEPS = 30  # Newton steps the polishes during the iterations may take at
 POLISH_STEPS_PER_CHECK = 10  # ...and more for each candidate checked (final polish: no limit)
 POLISH_DENSE_MAX = 1000  # larger dense Newton systems are polished only at the end
 COARSEN_FAILS = 3  # coarsening attempts that may fail before a solver stops trying
+REPAIR_ROUNDS = 8  # split-and-polish rounds of a partition repair (Certifier.repair)
+SATURATION_RTOL = 1e-3  # a flow within this of its capacity is saturated (split_saturated)
+REPAIR_FLOW_RTOL = 0.1  # the split's flows: upper and lower bound within this of each other
+REPAIR_PROGRESS = 0.5  # a repair stops when a round does not reduce the residual this much
+REPAIR_NEWTON_STEPS = 30  # Newton steps of each polish in a repair round
 
 
 def check_common(tol, max_iter):
@@ -188,6 +193,26 @@ def cluster_means(X, labels, k=None):
     return W
 
 
+def split_saturated(prob: SumOfNorms, X, cert, rtol=SATURATION_RTOL):
+    """The partition of ``X`` with its clusters split along the edges whose certified
+    flows are saturated, ``‖u_e‖ ≥ (1 − rtol) λ w_e``; ``None`` when nothing splits.
+
+    The flows of :func:`~convexfl.certificates.kkt_residual` minimise ``‖G + B u‖`` over
+    the capacity balls; its dual is ``min_z ½‖z − G‖² + Σ_e λ w_e ‖z_i − z_j‖`` with
+    ``z = G + B u`` at the optimum, and ``z_i ≠ z_j`` across an edge only where its flow is
+    saturated. Within a fused cluster the minimal residual ``z`` is the steepest-descent
+    direction of the objective (its least-norm subgradient), so the components of the
+    unsaturated edges are the pieces that descent moves apart (a refinement of them where
+    a saturated edge has ``z_i = z_j``; the next polish merges those again)."""
+    edges = prob.graph.edges
+    cap = prob.lam * prob.graph.weights
+    fused = prob.graph.distances(X) <= cert.fuse_tol
+    slack = np.linalg.norm(cert.flows, axis=1) < (1.0 - rtol) * cap
+    before = components(prob.n_users, edges, fused)
+    after = components(prob.n_users, edges, fused & slack)
+    return after if after.max() > before.max() else None
+
+
 def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12,
            merge_rtol=1e-9, max_steps=None, dense_max=DENSE_MAX):
     """Newton's method on the reduced problem (RED) of ``labels``, started at ``W0``.
@@ -310,11 +335,13 @@ class Certifier:
         self.coarse_k = prob.n_users  # clusters at the last coarsening attempt
         self.coarsen_fails = 0
         self.polish_steps = 0  # Newton steps of the polishes during the iterations
+        self.last = None  # (X, Certificate) of the last candidate certified
 
     def _certify(self, X, flows, target=None):
         ftol = fuse_tol_of(X)
         cert = kkt_residual(self.prob, X, fuse_tol=ftol, flows=flows,
                             max_iter=self.cert_max_iter, target=target)
+        self.last = (X, cert)
         if self.best is None or cert.kkt_residual < self.best[0]:
             self.best = (cert.kkt_residual, X, cert, cert.flows, ftol)
         return cert
@@ -367,16 +394,18 @@ class Certifier:
         self.time += time.perf_counter() - start
         return ok
 
-    def _polish_and_certify(self, labels, W, flows, certified=None):
+    def _polish_and_certify(self, labels, W, flows, certified=None, max_steps=None):
         """Newton on the reduced problem of ``labels``; if that does not certify, the
         merges of ``labels`` from its reduced problem (:meth:`_merged`), then Newton again.
         (Solvers ask for merges on warm partitions and on their last candidate only: early
         candidates are rarely refinements of the solution, and an inner solve for each
         would cost more than the iterations it saves.)"""
-        if self._newton_and_certify(labels, W, flows, certified=certified):
+        if self._newton_and_certify(labels, W, flows, certified=certified,
+                                    max_steps=max_steps):
             return True
         merged, W = self._merged(labels, W)
-        return merged is not None and self._newton_and_certify(merged, W, flows)
+        return merged is not None and self._newton_and_certify(merged, W, flows,
+                                                               max_steps=max_steps)
 
     def _newton_and_certify(self, labels, W, flows, *, max_steps=None, dense_max=DENSE_MAX,
                             certified=None):
@@ -419,6 +448,41 @@ class Certifier:
         self.coarsen_fails += not ok
         self.time += time.perf_counter() - start
         return ok
+
+    def repair(self, labels, W, flows, rounds=REPAIR_ROUNDS):
+        """Partition repair: polish and certify ``labels`` (:meth:`_polish_and_certify`);
+        where that fails, split its clusters along the edges its certificate's flows
+        saturate (:func:`split_saturated`) and start again, at most ``rounds`` times, while
+        the reduced problem is small enough to be solved for its merges (``K·d ≤
+        MERGE_MAX``) and each round at least halves the certified residual
+        (``REPAIR_PROGRESS``). Returns the number of rounds when a candidate is certified,
+        else 0."""
+        start = time.perf_counter()
+        self.count += 1
+        done = 0
+        previous = np.inf
+        for r in range(1, rounds + 1):
+            if W.size > MERGE_MAX:
+                break
+            self.last = None
+            if self._polish_and_certify(labels, W, flows, max_steps=REPAIR_NEWTON_STEPS):
+                done = r
+                break
+            if self.last is None:
+                break
+            X, cert = self.last
+            if not cert.exact:  # stopped once it knew the answer: the least residual's flows
+                cert = kkt_residual(self.prob, X, fuse_tol=cert.fuse_tol, flows=cert.flows,
+                                    rtol=REPAIR_FLOW_RTOL)
+            if cert.kkt_residual > REPAIR_PROGRESS * previous:
+                break
+            previous = cert.kkt_residual
+            split = split_saturated(self.prob, X, cert)
+            if split is None:
+                break
+            labels, W, flows = split, cluster_means(X, split), cert.flows
+        self.time += time.perf_counter() - start
+        return done
 
     def _merged(self, labels, W, max_size=MERGE_MAX):
         """The merges of the partition ``labels`` at this λ from its reduced problem
@@ -539,6 +603,30 @@ class Run:
         return _solution(self.prob, self.certifier, converged=converged, n_iter=n_iter,
                          time_s=time.perf_counter() - self.start, method=self.method,
                          message=message, history=history, stage=stage)
+
+
+def repair(prob: SumOfNorms, start: Solution, *, merges, tol, rounds=None):
+    """Repair the partition of an uncertified ``start`` (:meth:`Certifier.repair`): its
+    :class:`Solution` (``stage="partition repair"``, the method and iterations of
+    ``start``, whose time it includes) when a repaired candidate certifies, else
+    ``None``. ``rounds`` defaults to ``REPAIR_ROUNDS`` (0: no repair).
+    ``history["repair"]`` records the rounds, the time and, for the solver that goes on,
+    the best certified residual seen."""
+    begin = time.perf_counter()
+    certifier = Certifier(prob, tol, polish=True, merges=merges)
+    labels = start.labels()
+    rounds = certifier.repair(labels, cluster_means(start.X, labels), start.flows,
+                              REPAIR_ROUNDS if rounds is None else rounds)
+    spent = time.perf_counter() - begin
+    start.history["repair"] = {"rounds": rounds, "time_s": spent, "certified": bool(rounds),
+                               "kkt_residual": None if certifier.best is None
+                               else certifier.best[0]}
+    if not rounds:
+        return None
+    history = dict(start.history)
+    return _solution(prob, certifier, converged=True, n_iter=start.n_iter,
+                     time_s=start.time_s + spent, method=start.method, message="",
+                     history=history, stage="partition repair")
 
 
 def _solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s, method,

@@ -1,0 +1,72 @@
+"""Partition repair: a wrong partition is split along the flows its certificate saturates
+(:func:`~convexfl.solvers._common.split_saturated`), polished and certified again
+(:meth:`~convexfl.solvers._common.Certifier.repair`); ``method="auto"`` repairs the
+partition of its ADMM stage before it starts SSNAL."""
+
+import numpy as np
+
+import convexfl as cfl
+from convexfl.certificates import kkt_residual
+from convexfl.solvers._common import Certifier, cluster_means, split_saturated
+from convexfl.solvers.admm import reduced_merges
+
+
+def mixture(n, lam):
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((5, 3)) * 2.0
+    A = centres[rng.integers(0, 5, n)] + 0.7 * rng.standard_normal((n, 3))
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), lam)
+
+
+def test_one_cluster_of_two_groups_splits_between_them():
+    # a path 0 - 1 - 2 - 3 with the groups {0, 1} and {2, 3}: fused at the mean, the middle
+    # edge carries more than its capacity and the flows saturate it, the others have slack
+    A = np.array([[0.0], [0.05], [5.0], [5.05]])
+    graph = cfl.graphs.Graph(4, np.array([[0, 1], [1, 2], [2, 3]]), np.ones(3))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.1)
+    X = np.full_like(A, A.mean())
+    cert = kkt_residual(prob, X, rtol=1e-9)  # the least residual's flows, to 1e-9
+    assert cert.kkt_residual > 0.1 and cert.exact
+    split = split_saturated(prob, X, cert)
+    assert split is not None and list(split) == [0, 0, 1, 1]
+    sol = cfl.solve(prob, method="cvxpy")
+    assert sol.n_clusters == 2 and list(sol.labels()) == [0, 0, 1, 1]
+    # at the solution nothing is fused across the groups and no cluster splits
+    assert split_saturated(prob, sol.X, kkt_residual(prob, sol.X)) is None
+
+
+def test_repair_from_a_single_cluster_finds_the_certified_solution():
+    prob = mixture(600, 3.0)
+    ref = cfl.solve(prob, method="ssnal", tol=1e-9)
+    certifier = Certifier(prob, 1e-6, polish=True, merges=reduced_merges)
+    one = np.zeros(prob.n_users, dtype=int)
+    rounds = certifier.repair(one, cluster_means(prob.loss.F, one),
+                              np.zeros((prob.graph.n_edges, prob.dim)))
+    kkt, X, cert = certifier.best[:3]
+    assert rounds >= 2 and kkt <= 1e-6  # at least one split was needed
+    assert np.unique(X, axis=0).shape[0] == ref.n_clusters
+    assert abs(cert.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+
+
+def test_a_repair_that_makes_no_progress_stops():
+    prob = mixture(600, 1.0)  # from one cluster the merges undo the splits here
+    certifier = Certifier(prob, 1e-6, polish=True, merges=reduced_merges)
+    one = np.zeros(prob.n_users, dtype=int)
+    rounds = certifier.repair(one, cluster_means(prob.loss.F, one),
+                              np.zeros((prob.graph.n_edges, prob.dim)), rounds=50)
+    assert rounds == 0 and certifier.best[0] > 1e-6
+    assert certifier.count == 1 and certifier.last is not None
+
+
+def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
+    prob = mixture(5000, 3.0)
+    sol = cfl.solve(prob, method="auto")
+    assert sol.converged and sol.stage == "partition repair" and sol.method == "admm"
+    repair = sol.history["repair"]
+    assert repair["certified"] and repair["rounds"] >= 1
+    assert sol.kkt_residual <= sol.kkt_tol
+    assert sol.time_s >= repair["time_s"]
+    ref = cfl.solve(prob, method="ssnal")
+    assert sol.n_clusters == ref.n_clusters
+    assert abs(sol.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    assert np.abs(sol.X - ref.X).max() <= 1e-4 * (1 + np.abs(ref.X).max())
