@@ -26,8 +26,11 @@ Methods
     For the quadratic loss: ``"ssnal"`` on dense graphs (at least a quarter of all pairs)
     and when a warm start is given (paths); on sparse graphs, first ``AUTO_ADMM_ITER`` = 100
     ADMM iterations (certified as they go; below ``AUTO_POLISH_BELOW`` = 5000 users a small
-    partition stable over two checks is polished), then, if they did not certify,
-    ``"ssnal"`` warm-started from them. ``"admm"`` for the other losses
+    partition stable over two checks is polished), then, if they did not certify, a repair
+    of their partition (split along the certificate's saturated flows, polished, at most
+    8 rounds while ``K·d ≤ 2000``: :meth:`~convexfl.solvers._common.Certifier.repair`,
+    ``stage="partition repair"``), then ``"ssnal"`` warm-started from them.
+    ``"admm"`` for the other losses
     (``"cvxpy"`` for the squared penalty). Measured by ``python -m benchmarks.auto_rule``
     on this 2-core machine, 2026-11-25 (time to KKT ≤ 1e-6; docs/solvers.md), from N
     clusters to one. Complete graph: N = 1000, SSNAL 0.2–0.9 s vs ADMM 0.8–7.9 s; N = 400,
@@ -155,8 +158,10 @@ WARM_KEYS = ("X0", "flows0", "warm_start")
 
 def _admm_then_ssnal(prob, **options):
     """``AUTO_ADMM_ITER`` ADMM iterations, certified as they go; if they do not certify,
-    SSNAL warm-started from their iterate and flows. ``history["admm_warm_up"]`` records
-    the first stage; ``time_s`` counts both. A warm start (``X0``, ``flows0``,
+    the repair of their partition (:func:`~convexfl.solvers._common.repair`; measured in
+    docs/solvers.md, "Partition repair"), then SSNAL warm-started from their iterate and
+    flows. ``history["admm_warm_up"]`` records the first stage, ``history["repair"]`` the
+    repair; ``time_s`` counts all three. A warm start (``X0``, ``flows0``,
     ``warm_start``) goes to the ADMM stage, which first tries its partition at this λ
     (along a path that certifies most λ with no iteration). Where it does not, SSNAL from
     the warm start itself was slow: make_moons n = 2·10⁴, λ = 0.4 from the solution at

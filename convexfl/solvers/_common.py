@@ -474,6 +474,11 @@ class Certifier:
             if not cert.exact:  # stopped once it knew the answer: the least residual's flows
                 cert = kkt_residual(self.prob, X, fuse_tol=cert.fuse_tol, flows=cert.flows,
                                     rtol=REPAIR_FLOW_RTOL)
+                if cert.kkt_residual < self.best[0]:  # the targeted search gave up too soon
+                    self.best = (cert.kkt_residual, X, cert, cert.flows, cert.fuse_tol)
+                if cert.kkt_residual <= self.tol:
+                    done = r
+                    break
             if cert.kkt_residual > REPAIR_PROGRESS * previous:
                 break
             previous = cert.kkt_residual
