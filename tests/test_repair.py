@@ -70,3 +70,21 @@ def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
     assert sol.n_clusters == ref.n_clusters
     assert abs(sol.objective - ref.objective) <= 1e-6 * abs(ref.objective)
     assert np.abs(sol.X - ref.X).max() <= 1e-4 * (1 + np.abs(ref.X).max())
+
+
+def test_auto_on_a_reduced_problem_solves_its_inner_problem():
+    # each user its own cluster: the reduced problem is the problem itself, whose ADMM
+    # stage does not certify (tests/test_ssnal.py). auto solved the reduced problem as a
+    # (SON) problem on the users and then raised on SSNAL's warm start; it now solves
+    # prob.inner and expands, as every method does
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((200, 2))
+    loss = cfl.losses.Quadratic(A)
+    graph = cfl.graphs.knn(A, 5, warn_disconnected=False)
+    red = cfl.problems.Reduced(loss, graph, np.arange(200) // 2, 0.1)
+    sol = cfl.solve(red, method="auto")
+    ref = cfl.solve(red, method="ssnal")
+    assert sol.converged and sol.X.shape == (200, 2) and "W" in sol.history
+    assert abs(sol.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    same = cfl.problems.Reduced(loss, graph, np.arange(200), 0.1)
+    assert cfl.solve(same, method="auto").stage == "partition repair"

@@ -128,6 +128,9 @@ def _auto(prob, **options):
     loss = getattr(prob, "loss", None)
     if loss is None or loss.code != QUADRATIC:
         return _admm(prob, **options)
+    if isinstance(prob, Reduced):  # its inner (SON) problem, expanded, as every method
+        from ._common import son_dispatch
+        return son_dispatch(prob, "auto", _auto, options)
     graph = getattr(prob, "graph", None)
     n = getattr(prob, "n_users", 0)
     if _uninformative(options.get("warm_start")) and options.get("X0") is None \
