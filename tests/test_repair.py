@@ -88,3 +88,14 @@ def test_auto_on_a_reduced_problem_solves_its_inner_problem():
     assert abs(sol.objective - ref.objective) <= 1e-6 * abs(ref.objective)
     same = cfl.problems.Reduced(loss, graph, np.arange(200), 0.1)
     assert cfl.solve(same, method="auto").stage == "partition repair"
+
+
+def test_auto_with_polish_false_does_not_repair():
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((200, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A),
+                          cfl.graphs.knn(A, 5, warn_disconnected=False), 0.1)
+    assert cfl.solve(prob, method="auto").stage == "partition repair"
+    plain = cfl.solve(prob, method="auto", polish=False)
+    assert plain.method == "ssnal" and plain.history["repair"]["rounds"] == 0
+    assert plain.history["repair"]["kkt_residual"] is None  # nothing was certified

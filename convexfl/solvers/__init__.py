@@ -187,7 +187,8 @@ def _admm_then_ssnal(prob, **options):
                   check_every=5 if small else 10, **first_opts)
     if first.converged:
         return first
-    fixed = repair(prob, first, merges=reduced_merges, tol=first.kkt_tol)
+    rounds = None if options.get("polish", True) is True else 0  # a repair polishes
+    fixed = repair(prob, first, merges=reduced_merges, tol=first.kkt_tol, rounds=rounds)
     if fixed is not None:
         return fixed
     sol = _ssnal(prob, warm_start=first, **{k: v for k, v in options.items()

@@ -18,6 +18,9 @@
   partition from its reduced problem solved iteratively. It is *given* that solve
   (``merges=``, :func:`convexfl.solvers.admm.reduced_merges`, the one place a reduced
   problem is solved for its merges): this module sits below every solver.
+- Partition repair (:meth:`Certifier.repair`, :func:`repair`; ``auto`` between its ADMM
+  and SSNAL stages): a partition that does not certify is split along the edges its
+  certificate's flows saturate (:func:`split_saturated`), polished and certified again.
 - Warm starts along a path (:meth:`Certifier.warm`): the previous solution's partition is
   re-optimised at the new λ and certified before any iteration (Newton, then its merges);
   its flows are moved to the new λ (:func:`_moved_flows`: extrapolated along
@@ -455,8 +458,10 @@ class Certifier:
         saturate (:func:`split_saturated`) and start again, at most ``rounds`` times, while
         the reduced problem is small enough to be solved for its merges (``K·d ≤
         MERGE_MAX``) and each round at least halves the certified residual
-        (``REPAIR_PROGRESS``). Returns the number of rounds when a candidate is certified,
-        else 0."""
+        (``REPAIR_PROGRESS``). A certificate that stopped as soon as it knew the candidate
+        fails is first run on until its bounds agree to ``REPAIR_FLOW_RTOL`` (the split needs
+        the least residual's flows); if that one passes, the repair ends there. Returns the
+        number of rounds when a candidate is certified, else 0."""
         start = time.perf_counter()
         self.count += 1
         done = 0
