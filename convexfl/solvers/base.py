@@ -62,9 +62,11 @@ class Solution:
         Which stage produced ``X``: ``"iterations"`` (a candidate of the method's own
         iterations certified), ``"warm partition"`` (the warm start's partition certified
         before any iteration), ``"coarsening"`` (a reduced problem of a coarsening attempt),
-        ``"final polish"`` (after the method stopped — iteration limit or divergence — Newton
-        on its last partition), ``"closed form"`` (λ = 0 or no edges), ``"interior point"``
-        or ``"interior point + polish"`` (the cvxpy reference).
+        ``"partition repair"`` (``method="auto"``: its ADMM stage's partition split along
+        saturated flows and polished, ``history["repair"]``), ``"final polish"`` (after the
+        method stopped — iteration limit or divergence — Newton on its last partition),
+        ``"closed form"`` (λ = 0 or no edges), ``"interior point"`` or ``"interior point +
+        polish"`` (the cvxpy reference).
     history : dict
         Method-specific per-iteration records.
     flows : ndarray (E, d) or None
