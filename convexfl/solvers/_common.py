@@ -65,6 +65,7 @@ COARSEN_FAILS = 3  # coarsening attempts that may fail before a solver stops try
 REPAIR_ROUNDS = 8  # split-and-polish rounds of a partition repair (Certifier.repair)
 SATURATION_RTOL = 1e-3  # a flow within this of its capacity is saturated (split_saturated)
 REPAIR_FLOW_RTOL = 0.1  # the split's flows: upper and lower bound within this of each other
+REPAIR_FLOW_ITER = 5000  # ...within this many flow iterations (kkt_residual's default)
 REPAIR_PROGRESS = 0.5  # a repair stops when a round does not reduce the residual this much
 REPAIR_NEWTON_STEPS = 30  # Newton steps of each polish in a repair round
 
@@ -340,10 +341,13 @@ class Certifier:
         self.polish_steps = 0  # Newton steps of the polishes during the iterations
         self.last = None  # (X, Certificate) of the last candidate certified
 
-    def _certify(self, X, flows, target=None):
+    def _certify(self, X, flows, target=None, **search):
+        """Certify ``X`` (``search``: the flow search's ``rtol``, ``max_iter``), keep the
+        best candidate."""
         ftol = fuse_tol_of(X)
-        cert = kkt_residual(self.prob, X, fuse_tol=ftol, flows=flows,
-                            max_iter=self.cert_max_iter, target=target)
+        search.setdefault("max_iter", self.cert_max_iter)
+        cert = kkt_residual(self.prob, X, fuse_tol=ftol, flows=flows, target=target,
+                            **search)
         self.last = (X, cert)
         if self.best is None or cert.kkt_residual < self.best[0]:
             self.best = (cert.kkt_residual, X, cert, cert.flows, ftol)
@@ -477,11 +481,9 @@ class Certifier:
                 break
             X, cert = self.last
             if not cert.exact:  # stopped once it knew the answer: the least residual's flows
-                cert = kkt_residual(self.prob, X, fuse_tol=cert.fuse_tol, flows=cert.flows,
-                                    rtol=REPAIR_FLOW_RTOL)
-                if cert.kkt_residual < self.best[0]:  # the targeted search gave up too soon
-                    self.best = (cert.kkt_residual, X, cert, cert.flows, cert.fuse_tol)
-                if cert.kkt_residual <= self.tol:
+                cert = self._certify(X, cert.flows, rtol=REPAIR_FLOW_RTOL,
+                                     max_iter=REPAIR_FLOW_ITER)
+                if cert.kkt_residual <= self.tol:  # the targeted search gave up too soon
                     done = r
                     break
             if cert.kkt_residual > REPAIR_PROGRESS * previous:
