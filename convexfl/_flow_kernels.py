@@ -96,6 +96,37 @@ def sq_norm(R):
 
 
 @njit(cache=True)
+def _projected_step(y, Ry, G, edges, cap, step, un, Rn):
+    """``un = Π(y − step ⊙ B Ry)`` (per-edge projection onto the capacity balls) and
+    ``Rn = G + Bᵀun``, in one pass over the edges."""
+    d = G.shape[1]
+    Rn[:] = G
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        s = 0.0
+        for k in range(d):
+            v = y[e, k] - step[e] * (Ry[i, k] - Ry[j, k])
+            un[e, k] = v
+            s += v * v
+        if s > cap[e] * cap[e]:
+            f = cap[e] / np.sqrt(s)
+            for k in range(d):
+                un[e, k] *= f
+        for k in range(d):
+            Rn[i, k] += un[e, k]
+            Rn[j, k] -= un[e, k]
+
+
+@njit(cache=True)
+def _extrapolate(out, a, b, beta):
+    """``out = a + β (a − b)``."""
+    for e in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            out[e, k] = a[e, k] + beta * (a[e, k] - b[e, k])
+
+
+@njit(cache=True)
 def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarget):
     """Accelerated projected gradient on ``½‖R(u)‖²`` from the feasible ``u`` (adaptive
     restart). Every ``check_every`` iterations the dual bound at the current residual is
@@ -104,38 +135,36 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
     over the last ``check_every`` iterations would need more than ``3 ×`` the iterations left
     to reach ``atarget`` (a candidate that will not certify: the dual bound that would prove
     it often converges far slower than the flows stall). Returns
-    ``(u, ½‖R(u)‖², lower2, iterations)``."""
+    ``(u, ½‖R(u)‖², lower2, iterations)``.
+
+    One pass over the edges per iteration: ``R`` is affine, so the momentum point's residual
+    is ``R(y) = R(u_new) + β (R(u_new) − R(u))`` from the two residuals already computed."""
+    u = u.copy()
     y = u.copy()
+    un = np.empty_like(u)
+    R = flow_residual(G, edges, u)
+    Ry = R.copy()
+    Rn = np.empty_like(R)
+    h_u = 0.5 * sq_norm(R)
     up_prev = -1.0
     t = 1.0
-    R = flow_residual(G, edges, u)
-    h_u = 0.5 * sq_norm(R)
-    d = G.shape[1]
-    un = np.empty_like(u)
     it = 0
     for it in range(1, n_iter + 1):
-        Ry = flow_residual(G, edges, y)
-        for e in range(edges.shape[0]):
-            i = edges[e, 0]
-            j = edges[e, 1]
-            for k in range(d):
-                un[e, k] = y[e, k] - step[e] * (Ry[i, k] - Ry[j, k])
-        project_flows(un, cap)
-        Rn = flow_residual(G, edges, un)
+        _projected_step(y, Ry, G, edges, cap, step, un, Rn)
         h_new = 0.5 * sq_norm(Rn)
         if h_new > h_u:  # adaptive restart
             t = 1.0
             y[:] = u
+            Ry[:] = R
         else:
             t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
             beta = (t - 1.0) / t_new
-            for e in range(u.shape[0]):
-                for k in range(d):
-                    y[e, k] = un[e, k] + beta * (un[e, k] - u[e, k])
-            u[:] = un
+            _extrapolate(y, un, u, beta)
+            _extrapolate(Ry, Rn, R, beta)
+            u, un = un, u
+            R, Rn = Rn, R
             t = t_new
             h_u = h_new
-            R = Rn
         if it % check_every == 0 or it == n_iter:
             lower2 = max(lower2, flow_dual(R, G, edges, cap))
             up = np.sqrt(2.0 * h_u)
