@@ -278,28 +278,33 @@ class _Anderson:
     from the steps ``f_k = T(u_k) − u_k``, the mixture ``T(u_k) − ΔT γ`` with ``γ`` the
     least-squares fit of ``f_k`` by the differences ``Δf`` (normal equations, ``m × m``).
     The caller projects and scores the mixture and keeps the plain step when that is better
-    (each flow is checked)."""
+    (each flow is checked). The differences live in ring buffers and their Gram matrix is
+    updated by one row per step (``O(m n)`` per step, no copies of the history)."""
 
     def __init__(self, m):
-        self.m, self.last = m, None
-        self.dT, self.dF = [], []
+        self.m, self.last, self.count = m, None, 0
+        self.dT = self.dF = None
+        self.gram = np.zeros((m, m))
 
     def step(self, u, Tu):
         t, f = Tu.ravel(), (Tu - u).ravel()
         if self.last is not None:
-            self.dT.append(t - self.last[0])
-            self.dF.append(f - self.last[1])
-            if len(self.dF) > self.m:
-                del self.dT[0], self.dF[0]
+            if self.dT is None:
+                self.dT, self.dF = np.empty((self.m, t.size)), np.empty((self.m, t.size))
+            slot = self.count % self.m
+            np.subtract(t, self.last[0], out=self.dT[slot])
+            np.subtract(f, self.last[1], out=self.dF[slot])
+            self.count += 1
+            k = min(self.count, self.m)
+            self.gram[slot, :k] = self.gram[:k, slot] = self.dF[:k] @ self.dF[slot]
         self.last = (t.copy(), f)
-        if not self.dF:
+        if not self.count:
             return None
-        dF = np.array(self.dF)
-        gram = dF @ dF.T
-        gamma = np.linalg.lstsq(gram, dF @ f, rcond=1e-12)[0]
+        k = min(self.count, self.m)
+        gamma = np.linalg.lstsq(self.gram[:k, :k], self.dF[:k] @ f, rcond=1e-12)[0]
         if not np.all(np.isfinite(gamma)):
             return None
-        return (t - gamma @ np.array(self.dT)).reshape(Tu.shape)
+        return (t - gamma @ self.dT[:k]).reshape(Tu.shape)
 
 
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):

@@ -215,6 +215,30 @@ def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
     assert err_mixed < 1e-3 * err_plain
 
 
+def test_anderson_ring_buffer_is_the_least_squares_mixture_of_the_last_m_steps():
+    """Past the buffer's wrap-around, the mixture is ``T(u_k) − ΔT γ`` with ``γ`` the
+    least-squares fit of ``f_k`` by the last ``m`` differences ``Δf`` (computed here from
+    scratch, in their own order)."""
+    from convexfl.certificates import _Anderson
+
+    rng = np.random.default_rng(3)
+    m, steps = 3, 8
+    us = [rng.standard_normal((6, 2)) for _ in range(steps)]
+    Ts = [rng.standard_normal((6, 2)) for _ in range(steps)]
+    mix = _Anderson(m)
+    for k in range(steps):
+        out = mix.step(us[k], Ts[k])
+        if k == 0:
+            assert out is None
+            continue
+        lo = max(1, k - m + 1)
+        f = [(Ts[i] - us[i]).ravel() for i in range(steps)]
+        dF = np.array([f[i] - f[i - 1] for i in range(lo, k + 1)])
+        dT = np.array([(Ts[i] - Ts[i - 1]).ravel() for i in range(lo, k + 1)])
+        gamma = np.linalg.lstsq(dF.T, f[k], rcond=None)[0]
+        np.testing.assert_allclose(out.ravel(), Ts[k].ravel() - gamma @ dT, atol=1e-10)
+
+
 def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
     """The hint is scored after one projection step, like the potential flow: a hint that
     differs from feasible flows by a flow that only moves the node balances (whatever its
