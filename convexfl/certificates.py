@@ -340,9 +340,13 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     def project(u):  # in place: u is always a fresh array here
         return project_flows(u, cap)
 
-    def norm_dual_residual(u):
+    def norm_residual(u):
         R = flow_residual(G, edges, u)
-        return float(np.sqrt(np.sum(R * R))), flow_dual(R, G, edges, cap), R
+        return float(np.sqrt(sq_norm(R))), R
+
+    def norm_dual_residual(u):
+        up, R = norm_residual(u)
+        return up, flow_dual(R, G, edges, cap), R
 
     def decided(up, low2):
         return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
@@ -378,14 +382,13 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     while upper - np.sqrt(2 * lower2) > rtol * upper + atol and it < min(max_iter, 200):
         it += 1
         cand = project_flows(u + potential(R), cap)
-        up_c, low_c, R_c = norm_dual_residual(cand)
-        lower2 = max(lower2, low_c)
+        up_c, R_c = norm_residual(cand)
         fast = mix.step(u, cand)
         if fast is not None:
-            up_f, low_f, R_f = norm_dual_residual(project_flows(fast, cap))
-            lower2 = max(lower2, low_f)
+            up_f, R_f = norm_residual(project_flows(fast, cap))
             if up_f < up_c:
                 cand, up_c, R_c = fast, up_f, R_f
+        lower2 = max(lower2, flow_dual(R_c, G, edges, cap))  # at the better of the two
         if up_c >= upper * 0.95:  # slow progress: FISTA does better from here
             if up_c < upper:
                 u, upper = cand, up_c
