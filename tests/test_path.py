@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.cluster.hierarchy import dendrogram, is_valid_linkage
 
 import convexfl as cfl
@@ -81,6 +83,23 @@ def test_fusion_events_merge_table_and_linkage_agree(quad, quad_path):
         for groups in e["merged"]:
             users = sorted(u for g in groups for u in g)
             assert len(set(lab[users])) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=40))
+def test_fusion_events_groups_are_the_definitions_users(pairs):
+    """The merged and split groups of an event, computed by one sort, are those of the
+    definitions: for each later cluster with several earlier ones, all users of each
+    earlier one; for each earlier cluster with several later ones, its users in each."""
+    from convexfl.path.result import _refinements
+
+    old, new = np.array(pairs).T
+    merged = [[np.flatnonzero(old == p).tolist() for p in np.unique(old[new == c])]
+              for c in np.unique(new) if len(np.unique(old[new == c])) > 1]
+    split = [[np.flatnonzero((old == c) & (new == p)).tolist() for p in np.unique(new[old == c])]
+             for c in np.unique(old) if len(np.unique(new[old == c])) > 1]
+    assert _refinements(new, old, whole=True) == merged
+    assert _refinements(old, new, whole=False) == split
 
 
 def test_labels_at_k_and_lam_and_unattained_counts(quad, quad_path):

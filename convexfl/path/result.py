@@ -109,21 +109,12 @@ class SolutionPath:
             old, new = self.labels[r - 1], self.labels[r]
             if np.array_equal(old, new):
                 continue
-            merged, split = [], []
-            for c in np.unique(new):
-                parts = np.unique(old[new == c])
-                if len(parts) > 1:
-                    merged.append([np.flatnonzero(old == p).tolist() for p in parts])
-            for c in np.unique(old):
-                parts = np.unique(new[old == c])
-                if len(parts) > 1:
-                    split.append([np.flatnonzero((old == c) & (new == p)).tolist()
-                                  for p in parts])
             events.append({"index": r, "lam_lo": float(self.lambdas[r - 1]),
                            "lam_hi": float(self.lambdas[r]),
                            "n_before": int(self.n_clusters[r - 1]),
-                           "n_after": int(self.n_clusters[r]), "merged": merged,
-                           "split": split})
+                           "n_after": int(self.n_clusters[r]),
+                           "merged": _refinements(new, old, whole=True),
+                           "split": _refinements(old, new, whole=False)})
         return events
 
     @property
@@ -306,3 +297,27 @@ class SolutionPath:
         that is not such a path (truncated, corrupt, foreign, inconsistent) is refused with
         a ``ValueError`` naming it; nothing is ever unpickled."""
         return _load_path(cls, path, "path")
+
+
+def _groups(keys):
+    """The distinct ``keys`` (ascending) and, for each, its users (ascending)."""
+    order = np.argsort(keys, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0])
+    return keys[order][starts], np.split(order, starts[1:])
+
+
+def _refinements(coarse, fine, *, whole):
+    """For each label ``c`` of ``coarse`` (ascending) whose users carry several labels of
+    ``fine``: one list per such ``fine`` label ``p`` (ascending) of its users, all of
+    ``fine == p`` (``whole``) or only those with ``coarse == c``. O(N log N): sorts, no pass
+    over the users per cluster."""
+    m = int(fine.max()) + 1
+    pairs, pieces = _groups(coarse.astype(np.int64) * m + fine)
+    pair_c, pair_f = pairs // m, pairs % m
+    if whole:
+        fine_keys, members = _groups(fine)
+        pieces = [members[k] for k in np.searchsorted(fine_keys, pair_f)]
+    first = np.flatnonzero(np.r_[True, np.diff(pair_c) != 0])
+    ends = np.r_[first[1:], len(pair_c)]
+    return [[pieces[k].tolist() for k in range(a, b)] for a, b in zip(first, ends, strict=True)
+            if b - a > 1]
