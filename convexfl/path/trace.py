@@ -206,7 +206,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             sp.meta["_last_flows"] = flows
         return sp
 
-    prev = split = kkt_tol = None
+    prev = split = kkt_tol = fused_penalty = None
     bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
     try:
         for r in range(start, R):
@@ -214,15 +214,19 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             t0 = time.perf_counter()
             if warm_start and r > start and _stays_fused(prev, cols["n_clusters"][r - 1],
                                                         prob, lam):
-                sol = _fused_at(prev, prob.with_lam(lam))
+                if fused_penalty is None:
+                    fused_penalty = prob.graph.penalty(prev.X)
+                sol = _fused_at(prev, prob.with_lam(lam), fused_penalty)
             else:
+                fused_penalty = None
                 warm = _warm_kwargs(fn, prev, X_last, flows_last) if warm_start else {}
                 sol, accepted = _solve_warm(solve, prob.with_lam(lam), method,
                                             solver_options, warm, meta)
                 warm_start = warm_start and accepted
             wall = time.perf_counter() - t0
             tol_r = sol.fuse_tol if fuse_tol is None else fuse_tol
-            lab = sol.labels(tol_r)
+            same = prev is not None and sol.X is prev.X and tol_r == cols["fuse_tol"][r - 1]
+            lab = cols["labels"][r - 1] if same else sol.labels(tol_r)
             cols["X"][r] = sol.X
             cols["labels"][r] = lab
             cols["n_clusters"][r] = int(lab.max()) + 1
@@ -279,17 +283,19 @@ def _stays_fused(prev, n_clusters, prob, lam):
             and n_clusters == prob.graph.n_components)
 
 
-def _fused_at(prev, prob):
+def _fused_at(prev, prob, penalty):
     """The certified solution of ``prob`` from a certified solution fused in every component
     at a smaller λ: the same models and the same flows. With every edge fused, the gradients
     ``∇f_i(x_i)`` do not depend on λ, and flows with ``‖u_e‖ ≤ λ' w_e`` satisfy
     ``‖u_e‖ ≤ λ w_e`` for ``λ ≥ λ'``: the certified KKT residual stays a certified bound, with
-    the same flows (the argument that fusion persists above λ̂). The objective is evaluated
-    at the new λ (models fused within ``fuse_tol`` may add a tiny penalty). No solve: 337 of
-    the 551 λ of the make_moons path (``benchmarks.versus``) are of this kind."""
+    the same flows (the argument that fusion persists above λ̂). The objective at the new λ
+    is ``F_λ(X) = F_λ'(X) + (λ − λ') P(X)``, with ``penalty`` ``P(X) = Σ w_ij ‖x_i − x_j‖``
+    (models fused within ``fuse_tol`` may add a tiny penalty), computed once for the run of
+    such λ. No solve: 337 of the 551 λ of the make_moons path (``benchmarks.versus``) are of
+    this kind."""
     from dataclasses import replace
 
-    objective = prob.objective(prev.X)
+    objective = prev.objective + (prob.lam - prev.lam) * penalty
     return replace(prev, lam=prob.lam, objective=objective, n_iter=0, time_s=0.0,
                    certificate=replace(prev.certificate, objective=objective),
                    stage="warm partition",
