@@ -15,6 +15,15 @@ With ``t = <F_j, x>`` the generalised linear losses are
 
 and the quadratic loss is ``f_i(x) = (coef_i / 2) ‖x − F_i‖² + offset_i``. The solvers call
 these kernels directly; the Python classes only validate and dispatch.
+
+The small per-user functions (``phi``, ``user_value``, ``user_grad``,
+``user_value_grad_hess``) are inlined into their callers (``inline="always"``): a call that
+passes the loss arrays costs ~170 ns (a reference count for each array), more than the
+quadratic loss itself. Measured on 5000 users, d = 2: :func:`values` 1.0 → 0.013 ms,
+:func:`grads` 1.2 → 0.05 ms; the make_moons 551-λ path 17.2–18.7 s → 14.4–17.7 s (3 runs
+each). ``user_prox`` is not inlined: its Newton loop, inlined in its five callers, made the
+first ``method="admm"`` call with an empty numba cache compile for 50 s instead of 40 s
+(33 s with nothing inlined).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ PHI_CURVATURE_SUP = {LEAST_SQUARES: 1.0, LOGISTIC: 0.25, SQUARED_HINGE: 2.0, HUB
                      POISSON: np.inf}
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def phi(code, t, y, delta):
     """Return ``(φ(t, y), ∂φ/∂t, ∂²φ/∂t²)`` of one sample's term."""
     if code == LEAST_SQUARES:
@@ -72,7 +81,7 @@ def phi(code, t, y, delta):
     return e - y * t, e - y, e
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def user_value(code, F, y, coef, ptr, ridge, offset, delta, i, x):
     """``f_i(x)``."""
     d = x.shape[0]
@@ -93,7 +102,7 @@ def user_value(code, F, y, coef, ptr, ridge, offset, delta, i, x):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def user_grad(code, F, y, coef, ptr, ridge, delta, i, x, out):
     """Write ``∇f_i(x)`` into ``out``."""
     d = x.shape[0]
@@ -112,7 +121,7 @@ def user_grad(code, F, y, coef, ptr, ridge, delta, i, x, out):
             out[k] += g * F[j, k]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def user_value_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, i, x, g, H):
     """Return ``f_i(x)`` and write ``∇f_i(x)`` into ``g`` and ``∇²f_i(x)`` into ``H``."""
     d = x.shape[0]
