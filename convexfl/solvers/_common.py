@@ -288,9 +288,11 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
                                                          check_finite=False),
                                           grad.ravel(), check_finite=False)
                 else:
-                    H = sp.coo_matrix((vals[:nt], (rows[:nt], cols[:nt])), shape=(n, n))
                     reg = 1e-13 * (1.0 + np.abs(vals[:nt]).max())
-                    Hs = (H + reg * sp.identity(n)).tocsc()
+                    diag = np.arange(n)  # H + reg·I, duplicates summed by the conversion
+                    Hs = sp.csc_matrix((np.r_[vals[:nt], np.full(n, reg)],
+                                        (np.r_[rows[:nt], diag], np.r_[cols[:nt], diag])),
+                                       shape=(n, n))
                     step = -factor_spd(Hs).solve(grad.ravel())
             except (np.linalg.LinAlgError, RuntimeError, ValueError):
                 return labels, W, False, steps
