@@ -49,18 +49,23 @@ def moving_flows(G, X, edges, cap, dist, fused):
     return R, u
 
 
+@njit(cache=True, inline="always")
+def _shrink_row(u, e, c, s):
+    """Scale row ``u_e``, of squared norm ``s``, onto the ball of radius ``c`` if outside."""
+    if s > c * c:
+        f = c / np.sqrt(s)
+        for k in range(u.shape[1]):
+            u[e, k] *= f
+
+
 @njit(cache=True)
 def project_flows(u, cap):
     """Project every row ``u_e`` onto the ball of radius ``c_e`` (in place); return ``u``."""
-    d = u.shape[1]
     for e in range(u.shape[0]):
         s = 0.0
-        for k in range(d):
+        for k in range(u.shape[1]):
             s += u[e, k] * u[e, k]
-        if s > cap[e] * cap[e]:
-            f = cap[e] / np.sqrt(s)
-            for k in range(d):
-                u[e, k] *= f
+        _shrink_row(u, e, cap[e], s)
     return u
 
 
@@ -109,10 +114,7 @@ def _projected_step(y, Ry, G, edges, cap, step, un, Rn):
             v = y[e, k] - step[e] * (Ry[i, k] - Ry[j, k])
             un[e, k] = v
             s += v * v
-        if s > cap[e] * cap[e]:
-            f = cap[e] / np.sqrt(s)
-            for k in range(d):
-                un[e, k] *= f
+        _shrink_row(un, e, cap[e], s)
         for k in range(d):
             Rn[i, k] += un[e, k]
             Rn[j, k] -= un[e, k]
