@@ -279,32 +279,37 @@ class _Anderson:
     least-squares fit of ``f_k`` by the differences ``Δf`` (normal equations, ``m × m``).
     The caller projects and scores the mixture and keeps the plain step when that is better
     (each flow is checked). The differences live in ring buffers and their Gram matrix is
-    updated by one row per step (``O(m n)`` per step, no copies of the history)."""
+    updated by one row per step: one pass over the flows records a step
+    (:func:`~convexfl._flow_kernels.anderson_record`), one more mixes it."""
 
     def __init__(self, m):
-        self.m, self.last, self.count = m, None, 0
-        self.dT = self.dF = None
+        self.m, self.count = m, 0
+        self.last_t = self.last_f = self.dT = self.dF = None
         self.gram = np.zeros((m, m))
+        self.rhs = np.zeros(m)
 
     def step(self, u, Tu):
-        t, f = Tu.ravel(), (Tu - u).ravel()
-        if self.last is not None:
-            if self.dT is None:
-                self.dT, self.dF = np.empty((self.m, t.size)), np.empty((self.m, t.size))
-            slot = self.count % self.m
-            np.subtract(t, self.last[0], out=self.dT[slot])
-            np.subtract(f, self.last[1], out=self.dF[slot])
-            self.count += 1
-            k = min(self.count, self.m)
-            self.gram[slot, :k] = self.gram[:k, slot] = self.dF[:k] @ self.dF[slot]
-        self.last = (t.copy(), f)
-        if not self.count:
+        from ._flow_kernels import anderson_mix, anderson_record
+
+        u, Tu = np.ascontiguousarray(u).ravel(), np.ascontiguousarray(Tu)
+        t = Tu.ravel()
+        if self.last_t is None:
+            self.last_t, self.last_f = np.empty(t.size), np.empty(t.size)
+            self.dT, self.dF = np.empty((self.m, t.size)), np.empty((self.m, t.size))
+            anderson_record(u, t, self.last_t, self.last_f, self.dT, self.dF, -1, 0,
+                            self.gram, self.rhs)
             return None
+        slot = self.count % self.m
+        self.count += 1
         k = min(self.count, self.m)
-        gamma = np.linalg.lstsq(self.gram[:k, :k], self.dF[:k] @ f, rcond=1e-12)[0]
+        anderson_record(u, t, self.last_t, self.last_f, self.dT, self.dF, slot, k,
+                        self.gram, self.rhs)
+        gamma = np.linalg.lstsq(self.gram[:k, :k], self.rhs[:k], rcond=1e-12)[0]
         if not np.all(np.isfinite(gamma)):
             return None
-        return (t - gamma @ self.dT[:k]).reshape(Tu.shape)
+        out = np.empty_like(Tu)
+        anderson_mix(t, gamma, self.dT[:k], out.ravel())
+        return out
 
 
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
@@ -363,17 +368,21 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             lower2 = max(lower2, scored[0][1], 0.0)
             return scored[0][0], float(np.sqrt(2 * lower2)), 0, starts[0]
     potential, means = _potential_solver(G.shape[0], edges, w, lam)
+    # z = Ḡ (the component means, the residual of the unprojected potential flow) has no
+    # penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
+    lower2 = max(lower2, 0.5 * sq_norm(means(G)), 0.0)
+    it = 0
     if starts:  # one projection step from the hint, as the potential flow is one from 0
         starts[0] = project(starts[0] + potential(scored[0][2]))
         scored[0] = norm_dual_residual(starts[0])
+        lower2 = max(lower2, scored[0][1])
+        if decided(scored[0][0], lower2):  # along a path, mostly: no flow from 0 needed
+            return scored[0][0], float(np.sqrt(2 * lower2)), it, starts[0]
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
     best = int(np.argmin([sc[0] for sc in scored]))
     (upper, _, R), u = scored[best], starts[best]
-    # z = Ḡ (the component means, the residual of the unprojected potential flow) has no
-    # penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
-    lower2 = max(lower2, 0.5 * sq_norm(means(G)), *(sc[1] for sc in scored), 0.0)
-    it = 0
+    lower2 = max(lower2, scored[-1][1])
     if decided(upper, lower2):
         return upper, float(np.sqrt(2 * lower2)), it, u
     # alternating projections (capacity metric) between the flows that zero the excess and
