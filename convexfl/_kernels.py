@@ -262,3 +262,19 @@ def edge_norms(X, edges):
             s += t * t
         out[e] = np.sqrt(s)
     return out
+
+
+@njit(cache=True)
+def first_appearance_labels(lab, n_values):
+    """Labels ``0..K−1`` numbered by first appearance in ``lab`` (integers in
+    ``[0, n_values)``): one pass, where ``np.unique`` sorts twice."""
+    remap = np.full(n_values, -1, dtype=np.int64)
+    out = np.empty(lab.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(lab.shape[0]):
+        v = lab[i]
+        if remap[v] < 0:
+            remap[v] = k
+            k += 1
+        out[i] = remap[v]
+    return out

@@ -150,6 +150,10 @@ def check_partition(partition, n_users: int, name: str = "partition") -> np.ndar
                          f"of index lists, got shape {lab.shape}")
     if lab.dtype.kind == "f" and not np.all(np.isfinite(lab)):
         raise ValueError(f"{name}: contains NaN or infinite labels")
+    if lab.dtype.kind in "iu" and n_users and 0 <= lab.min() and lab.max() < 4 * n_users:
+        from ._kernels import first_appearance_labels  # one pass (solvers call this a lot)
+
+        return first_appearance_labels(lab.astype(np.int64), int(lab.max()) + 1)
     _, first = np.unique(lab, return_index=True)
     order = np.argsort(first)
     uniq_sorted, inverse = np.unique(lab, return_inverse=True)

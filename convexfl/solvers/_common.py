@@ -41,7 +41,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._flow_kernels import masked_components, sums_by_label
+from .._flow_kernels import masked_components, project_flows, sums_by_label
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import factor_spd, kkt_residual
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
@@ -130,12 +130,8 @@ def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):
         if flows0.shape != (prob.graph.n_edges, prob.dim):
             raise ValueError(f"flows0: expected shape {(prob.graph.n_edges, prob.dim)}, "
                              f"got {flows0.shape}")
-        cap = prob.lam * prob.graph.weights
-        nrm = np.linalg.norm(flows0, axis=1)
-        over = nrm > cap
-        if np.any(over):  # project onto the capacities (e.g. after a change of λ)
-            flows0 = flows0.copy()
-            flows0[over] *= (cap[over] / np.maximum(nrm[over], 1e-300))[:, None]
+        # onto the capacities (e.g. after a change of λ); in place: flows0 is a fresh copy
+        flows0 = project_flows(flows0, prob.lam * prob.graph.weights)
     return X0, flows0
 
 
