@@ -185,28 +185,31 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
 
 @njit(cache=True)
 def anderson_record(u, Tu, last_t, last_f, dT, dF, slot, k, gram, rhs):
-    """One pass of :class:`convexfl.certificates._Anderson`'s step over the flattened
+    """:class:`convexfl.certificates._Anderson`'s record of a step, over the flattened
     flows: with ``f = T(u) − u``, the new differences ``ΔT[slot] = T(u) − t_last`` and
     ``ΔF[slot] = f − f_last`` (when ``slot ≥ 0``), the Gram row ``gram[slot, j] =
     ⟨ΔF_j, ΔF_slot⟩`` and the right-hand side ``rhs_j = ⟨ΔF_j, f⟩`` (``j < k``); then
     ``t_last, f_last = T(u), f``."""
-    rhs[:] = 0.0
-    if slot >= 0:
-        gram[slot, :] = 0.0
     for i in range(u.size):
         t = Tu[i]
         f = t - u[i]
         if slot >= 0:
             dT[slot, i] = t - last_t[i]
-            df = f - last_f[i]
-            dF[slot, i] = df
-            for j in range(k):
-                gram[slot, j] += dF[j, i] * df
-                rhs[j] += dF[j, i] * f
+            dF[slot, i] = f - last_f[i]
         last_t[i] = t
         last_f[i] = f
     for j in range(k):
-        gram[j, slot] = gram[slot, j]
+        gram[slot, j] = gram[j, slot] = _dot(dF[j], dF[slot])
+        rhs[j] = _dot(dF[j], last_f)
+
+
+@njit(cache=True, fastmath=True)
+def _dot(a, b):
+    """``⟨a, b⟩`` (vectorised: the sum's order is the compiler's)."""
+    s = 0.0
+    for i in range(a.size):
+        s += a[i] * b[i]
+    return s
 
 
 @njit(cache=True)
