@@ -91,6 +91,30 @@ def flow_dual(z, G, edges, cap):
     return (zg - s) * (zg - s) / (2.0 * zz)
 
 
+SATURATED_RTOL = 1e-6  # an edge with ‖u_e‖ ≥ (1 − this) c_e counts as saturated in split_dual
+
+
+@njit(cache=True)
+def split_dual(u, R, G, edges, cap):
+    """:func:`flow_dual` at ``z̄``: the residual ``R = G + Bᵀu`` averaged over the components
+    of the edges that ``u`` leaves unsaturated. At the optimum ``z* = R*`` is constant across
+    every unsaturated edge (the dual's penalty only acts across saturated ones), so once
+    ``u`` has the optimal saturation pattern ``z̄`` is close to ``z*`` and the bound nearly
+    tight, while the ray of ``R`` itself (:func:`flow_dual`) often still gives nothing
+    (measured: make_moons n = 5000, λ = 0.2, a minimum of 2.6·10⁻⁴; the bound at ``R`` was
+    0 for 1000 iterations, at ``z̄`` 2.5·10⁻⁴ after 10). A lower bound for every ``u``."""
+    free = np.empty(edges.shape[0], np.bool_)
+    for e in range(edges.shape[0]):
+        s = 0.0
+        for k in range(u.shape[1]):
+            s += u[e, k] * u[e, k]
+        c = (1.0 - SATURATED_RTOL) * cap[e]
+        free[e] = s < c * c
+    comp, n_comp = masked_components(R.shape[0], edges, free)
+    return flow_dual(R - centred_by_component(R, comp, np.bincount(comp, minlength=n_comp)),
+                     G, edges, cap)
+
+
 @njit(cache=True)
 def sq_norm(R):
     s = 0.0
@@ -168,7 +192,7 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
             t = t_new
             h_u = h_new
         if it % check_every == 0 or it == n_iter:
-            lower2 = max(lower2, flow_dual(R, G, edges, cap))
+            lower2 = max(lower2, flow_dual(R, G, edges, cap), split_dual(u, R, G, edges, cap))
             up = np.sqrt(2.0 * h_u)
             low = np.sqrt(2.0 * max(lower2, 0.0))
             if up - low <= rtol * up + atol:

@@ -336,6 +336,7 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         flow_residual,
         node_gaps_sq,
         project_flows,
+        split_dual,
         sq_norm,
     )
 
@@ -402,12 +403,14 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         lower2 = max(lower2, flow_dual(R_c, G, edges, cap))  # at the better of the two
         if up_c >= upper * 0.95:  # slow progress: FISTA does better from here
             if up_c < upper:
-                u, upper = cand, up_c
+                u, upper, R = cand, up_c, R_c
             break
         u, upper, R = cand, up_c, R_c
         if decided(upper, lower2):
             return upper, float(np.sqrt(2 * lower2)), it, u
-    if upper - np.sqrt(2 * lower2) <= rtol * upper + atol or it >= max_iter:
+    lower2 = max(lower2, split_dual(u, R, G, edges, cap))
+    if (upper - np.sqrt(2 * lower2) <= rtol * upper + atol or it >= max_iter
+            or decided(upper, lower2)):
         return upper, float(np.sqrt(2 * lower2)), it, u
     # per-edge steps 1/(deg_i + deg_j): ‖Bᵀv‖² ≤ Σ_e (deg_i + deg_j)‖v_e‖² (Cauchy–Schwarz
     # at each node), a diagonal majorisation; the capacity balls are per edge, so the
