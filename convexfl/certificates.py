@@ -281,8 +281,8 @@ class _Anderson:
     least-squares fit of ``f_k`` by the differences ``Δf`` (normal equations, ``m × m``).
     The caller projects and scores the mixture and keeps the plain step when that is better
     (each flow is checked). The differences live in ring buffers and their Gram matrix is
-    updated by one row per step: one pass over the flows records a step
-    (:func:`~convexfl._flow_kernels.anderson_record`), one more mixes it."""
+    updated by one row per step (:func:`~convexfl._flow_kernels.anderson_record`: one pass
+    over the flows, then the row's dot products; one more pass mixes)."""
 
     def __init__(self, m):
         self.m, self.count = m, 0
@@ -322,13 +322,18 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     origin: the projected potential flow (from 0) and the hint's (measured on the make_moons
     path, λ ∈ [0.4, 0.8] at the final partitions, hint = the last λ's flows: starting
     residual 2.4 against 6–13 for the potential flow, the plain projected hint 18–23;
-    certificate 390–530 → 210–240 ms). Then it runs
+    certificate 390–530 → 210–240 ms); a hint that already decides ``atarget`` is taken
+    without the other (along a path, most λ: ~2 ms each). Then it runs
     alternating projections (Anderson-mixed: :class:`_Anderson`) while they make progress,
     then accelerated projected gradient with adaptive restart. The mixing, measured on the
     make_moons path (``benchmarks.versus``, λ ∈ [0.4, 8], 39 warm-started λ, same run):
     solves 21.5 → 15.3 s and 18.7 → 14.6 s; the warm partitions' certificates went from
     ~160–470 flow iterations to ~15–40 where the projections had slack. ``upper`` is
-    attained by a feasible flow; ``lower`` is the dual value at the current residual.
+    attained by a feasible flow; ``lower`` is the best dual value seen: at the residual's
+    ray (:func:`~convexfl._flow_kernels.flow_dual`) and, at FISTA's checks and when the
+    projections stall, at its averages over the unsaturated components
+    (:func:`~convexfl._flow_kernels.split_dual`), which is close once the saturation
+    pattern is right.
     """
     from ._flow_kernels import (
         fista,
