@@ -164,6 +164,18 @@ def test_masked_components_are_scipys_connected_components(n, m, seed):
     np.testing.assert_array_equal(labels, ref)
 
 
+def _random_flow_problem(seed, n, lam, density, d, g_range):
+    """``(rng, edges, w, cap, G)``: a random graph on ``n`` nodes (each pair an edge with
+    probability ``density``), weights in [0.5, 2], ``c = λw`` and ``G`` (n, d) at a random
+    scale in ``g_range``."""
+    rng = np.random.default_rng(seed)
+    edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
+                      if rng.random() < density], dtype=np.int64).reshape(-1, 2)
+    w = rng.uniform(0.5, 2.0, len(edges))
+    G = rng.standard_normal((n, d)) * rng.uniform(*g_range)
+    return rng, edges, w, lam * w, G
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 12), st.floats(0.01, 3.0), st.integers(0, 2**32 - 1))
 def test_one_pass_bounds_never_exceed_the_least_residual(n, lam, seed):
@@ -175,12 +187,7 @@ def test_one_pass_bounds_never_exceed_the_least_residual(n, lam, seed):
     from convexfl._flow_kernels import flow_dual, node_gaps_sq
     from convexfl.certificates import _min_residual
 
-    rng = np.random.default_rng(seed)
-    edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
-                      if rng.random() < 0.6], dtype=np.int64).reshape(-1, 2)
-    w = rng.uniform(0.5, 2.0, len(edges))
-    cap = lam * w
-    G = rng.standard_normal((n, 3)) * rng.uniform(0.1, 10.0)
+    rng, edges, w, cap, G = _random_flow_problem(seed, n, lam, 0.6, 3, (0.1, 10.0))
     upper, lower, _, _ = _min_residual(G, edges, w, lam, None, 1e-9, 20000)
     node = node_gaps_sq(G, edges, cap)
     z = rng.standard_normal((n, 3))
@@ -205,12 +212,7 @@ def test_split_dual_is_a_lower_bound_and_tight_at_the_least_residual(n, lam, see
     from convexfl._flow_kernels import flow_residual, split_dual
     from convexfl.certificates import _min_residual
 
-    rng = np.random.default_rng(seed)
-    edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n)
-                      if rng.random() < 0.5], dtype=np.int64).reshape(-1, 2)
-    w = rng.uniform(0.5, 2.0, len(edges))
-    cap = lam * w
-    G = rng.standard_normal((n, 2)) * rng.uniform(1.0, 10.0)
+    rng, edges, w, cap, G = _random_flow_problem(seed, n, lam, 0.5, 2, (1.0, 10.0))
     upper, _, _, u = _min_residual(G, edges, w, lam, None, 1e-10, 50000)
     any_u = rng.standard_normal((len(edges), 2))
     assert split_dual(any_u, flow_residual(G, edges, any_u), G, edges, cap) <= \
