@@ -91,7 +91,7 @@ def flow_dual(z, G, edges, cap):
     return (zg - s) * (zg - s) / (2.0 * zz)
 
 
-SATURATED_RTOL = 1e-6  # an edge with ‖u_e‖ ≥ (1 − this) c_e counts as saturated in split_dual
+SPLIT_DUAL_RTOL = 1e-6  # an edge with ‖u_e‖ ≥ (1 − this) c_e counts as saturated in split_dual
 
 
 @njit(cache=True)
@@ -108,7 +108,7 @@ def split_dual(u, R, G, edges, cap):
         s = 0.0
         for k in range(u.shape[1]):
             s += u[e, k] * u[e, k]
-        c = (1.0 - SATURATED_RTOL) * cap[e]
+        c = (1.0 - SPLIT_DUAL_RTOL) * cap[e]
         free[e] = s < c * c
     comp, n_comp = masked_components(R.shape[0], edges, free)
     return flow_dual(R - centred_by_component(R, comp, np.bincount(comp, minlength=n_comp)),

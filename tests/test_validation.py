@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import convexfl as cfl
 
@@ -61,3 +63,19 @@ def test_bad_input_is_refused_with_a_clear_message(call, exc, message):
     with pytest.raises(exc) as info:
         call()
     assert message in str(info.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=3, max_size=40))
+def test_partition_labels_are_numbered_by_first_appearance(values):
+    """The k-th distinct label met, in order, becomes ``k``: for integer labels in
+    ``[0, 4N)`` (the one-pass path), the same labels shifted below 0 or beyond ``4N``, and
+    as floats (``np.unique``); a shift does not change the numbering."""
+    from convexfl._validation import check_partition
+
+    lab = np.array(values)
+    first = {}
+    expected = [first.setdefault(v, len(first)) for v in values]
+    for labels in (lab, lab - 5, lab + 1000, lab.astype(float)):
+        out = check_partition(labels, len(values))
+        assert out.dtype == np.int64 and out.tolist() == expected
