@@ -205,8 +205,15 @@ _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes
 def factor_spd(M):
     """Sparse LU of a symmetric positive definite matrix (a grounded Laplacian, a reduced
     Hessian): minimum-degree ordering on ``A + Aᵀ`` with symmetric pivoting (measured 2.5–5×
-    faster than the default COLAMD on kNN graphs, with half the fill)."""
-    return splu(sp.csc_matrix(M), permc_spec="MMD_AT_PLUS_A",
+    faster than the default COLAMD on kNN graphs, with half the fill) and no pivoting
+    (``diag_pivot_thresh=0``: the diagonal pivots of a symmetric positive definite matrix
+    are stable, as in Cholesky). SuperLU's default threshold pivoting leaves the diagonal
+    where it is small against its column, as in the reduced Hessians of clusters that nearly
+    meet, and each such pivot adds fill: measured on the reduced problem of kNN10
+    N = 5·10⁴, λ = 3 (27 723 unknowns, 0.9 M non-zeros), the factor grew over five Newton
+    steps from 7.4 M to 34.6 M non-zeros and from 1.1 s to 24.8 s; without pivoting it stays
+    at 7.4 M and 1.1 s."""
+    return splu(sp.csc_matrix(M), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                 options={"SymmetricMode": True})
 
 
