@@ -6,19 +6,25 @@ issue #18.
 [--contenders NAME,...] [--regimes "many clusters",...]``
 (also ``python -m benchmarks --cases large_knn``) prints, for each instance, each
 contender's time to a certified KKT ≤ 1e-6 (one solve each, in one run), its certified KKT,
-cluster count, outer / Newton / CG counts, preconditioner set-ups and their time, and the
-time over the LU's; writes ``large_knn.json`` and ``large_knn.png`` under ``--out``.
+cluster count, ``rel. gap`` (its objective ``F`` against the smallest of the instance's
+rows, ``(F − F_best)/|F_best|``), outer / Newton / CG counts, preconditioner set-ups and
+their time, and the time over the LU's; writes ``large_knn.json`` and ``large_knn.png``
+under ``--out``.
 
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
 (quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3 and 0.3 between (N = 5·10⁴: 9241
 and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart).
-Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and
-``"sparsified"``, and ``method="auto"`` (ADMM iterations, then SSNAL with its own
-choice). The LU is skipped where its factor would exceed :data:`LU_MEMORY_MAX`
-(estimated from the fill measured at N ≤ 5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps
-SSNAL's outer iterations (default 200); a capped run is reported as it ends (``cert``
-column). No wall-clock limit applies.
+Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and ``"sparsified"``, and
+``method="auto"`` (ADMM iterations, then SSNAL with its own choice); the peer CCMM
+(:mod:`benchmarks.peers`, a row saying it is skipped where ``ccmmpy`` is not installed)
+at its default stopping rule and at the tight one of :mod:`benchmarks.versus`, its
+answer measured afterwards, outside its time, by convexfl's certificate (``KKT``,
+``cert``; ``K``: the clusters of the certificate's partition). The LU is skipped where
+its factor would exceed :data:`LU_MEMORY_MAX` (estimated from the fill measured at N ≤
+5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps SSNAL's outer iterations (default 200); a
+capped run is reported as it ends (``cert`` column).
+No wall-clock limit applies.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from tqdm import tqdm
 import convexfl as cfl
 
 from ._report import print_table, yes_no
-from .versus import _connected_mixture, _knn
+from .peers import SKIPPED, ccmm_path, have_ccmm
+from .versus import CCMM, _connected_mixture, _knn
 
 CASES = ("large_knn",)
 SIZES = (10_000, 20_000, 50_000, 100_000)
@@ -42,7 +49,8 @@ LAMS = {"few clusters": 10.0, "λ = 3": 3.0, "λ = 0.3": 0.3, "many clusters": 0
 CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
               "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
               "ssnal sparsified": {"method": "ssnal", "newton_solver": "sparsified"},
-              "auto": {"method": "auto"}}
+              "auto": {"method": "auto"},
+              **{name: CCMM[name] for name in ("ccmm default", "ccmm tight")}}
 TOL = 1e-6
 LU_MEMORY_MAX = 8 * 2**30  # bytes
 
@@ -65,12 +73,27 @@ def _row(regime, prob, name, sol=None, t=None, note=""):
     return {"regime": regime, "N": prob.n_users, "edges": prob.graph.n_edges,
             "lam": prob.lam, "contender": name, "time_s": t,
             "kkt": None if sol is None else sol.kkt_residual,
+            "objective": None if sol is None else sol.objective,
             "certified": bool(sol is not None and sol.converged),
             "n_clusters": None if sol is None else sol.n_clusters,
             "outer": None if sol is None else sol.n_iter,
             "newton": sum(h.get("newton", [])) if h else None, "cg": h.get("cg_total"),
             "n_factor": h.get("n_factor"), "precond_s": h.get("time_precond_s"),
             "newton_solver": h.get("newton_solver"), "note": note}
+
+
+def _ccmm_row(regime, prob, A, name):
+    """CCMM's row: its time, and its answer certified by convexfl (outside its time)."""
+    if not have_ccmm():
+        return _row(regime, prob, name, note=SKIPPED)
+    X, info = ccmm_path(A, prob.graph, [prob.lam], **CCMM[name])
+    cert = cfl.certificates.kkt_residual(prob, X[0])
+    row = _row(regime, prob, name, t=info["time_s"],
+               note=f"{info['n_iter'][0]} MM iterations, its own K {info['n_clusters'][0]}")
+    row.update(kkt=cert.kkt_residual, certified=bool(cert.kkt_residual <= TOL),
+               objective=cert.objective,
+               n_clusters=int(cfl.clusters.labels(X[0], cert.fuse_tol, graph=prob.graph).max()) + 1)
+    return row
 
 
 def instance_rows(n, regime, lam, max_iter, contenders=None):
@@ -84,19 +107,27 @@ def instance_rows(n, regime, lam, max_iter, contenders=None):
             rows.append(_row(regime, prob, name, note=f"skipped: LU factor ~"
                              f"{lu_bytes(n) / 2**30:.0f} GiB > {LU_MEMORY_MAX / 2**30:.0f} GiB"))
             continue
+        if name.startswith("ccmm"):
+            rows.append(_ccmm_row(regime, prob, A, name))
+            continue
         sol, t = _run(prob, opts, max_iter)
         warm = "ADMM 100 it. → " if "admm_warm_up" in sol.history else ""
         note = "" if name != "auto" else f"{warm}{sol.method}, stage: {sol.stage}"
         rows.append(_row(regime, prob, name, sol, t, note))
     t_lu = next((r["time_s"] for r in rows if r["contender"] == "ssnal lu"), None)
+    objectives = [r["objective"] for r in rows if r["objective"] is not None]
+    best = min(objectives, default=None)
     for r in rows:
         r["vs_lu"] = None if t_lu is None or r["time_s"] is None else r["time_s"] / t_lu
+        r["rel_gap"] = (None if r["objective"] is None
+                        else (r["objective"] - best) / abs(best))
     return rows
 
 
 COLUMNS = [("regime", "regime", "14s"), ("N", "N", "6d"), ("λ", "lam", "5g"),
            ("contender", "contender", ">10s"), ("time [s]", "time_s", "9.2f"),
-           ("t/t(lu)", "vs_lu", "7.2f"), ("KKT", "kkt", "8.1e"),
+           ("t/t(lu)", "vs_lu", "7.2f"), ("rel. gap", "rel_gap", "8.1e"),
+           ("KKT", "kkt", "8.1e"),
            ("cert", lambda r: yes_no(r["certified"]), ">4s"), ("K", "n_clusters", "6d"),
            ("outer", "outer", "5d"), ("Newton", "newton", "6d"), ("CG", "cg", "6d"),
            ("set-ups", "n_factor", "7d"), ("set-up s", "precond_s", "8.2f")]
@@ -121,7 +152,7 @@ def plot(rows, path):
             ax.loglog([p[0] for p in bad], [p[1] for p in bad], "kx", ms=11, mew=2)
     ax.set_xlabel("N (users), kNN10, d = 3")
     ax.set_ylabel("time [s] to certified KKT ≤ 1e-6 (x: not certified)")
-    ax.set_title("SSNAL Newton systems:\nLU, AMG and sparsified-Hessian preconditioners")
+    ax.set_title("kNN10 mixture: SSNAL (LU, AMG, sparsified Newton systems),\nauto and CCMM")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -28,3 +28,26 @@ def test_known_names_select_rows(monkeypatch, tmp_path):
                     "--contenders", "ssnal sparsified,auto", "--out", str(tmp_path)])
     assert seen == [(100, "many clusters", 0.03, ("ssnal sparsified", "auto")),
                     (200, "many clusters", 0.03, ("ssnal sparsified", "auto"))]
+
+
+def test_ccmm_rows_are_certified_by_convexfl_or_say_they_are_skipped(monkeypatch):
+    """A CCMM row carries convexfl's certificate of CCMM's answer (its K the certificate's
+    partition); without ccmmpy the row says so and holds no time."""
+    import convexfl as cfl
+    from benchmarks import peers
+
+    if peers.have_ccmm():
+        (row,) = large_knn.instance_rows(300, "λ = 3", 3.0, 50, ["ccmm default"])
+        A = large_knn._connected_mixture(300)
+        prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), large_knn._knn(A, 10), 3.0)
+        X, _ = peers.ccmm_path(A, prob.graph, [3.0], **large_knn.CCMM["ccmm default"])
+        cert = cfl.certificates.kkt_residual(prob, X[0])
+        assert row["time_s"] > 0 and row["kkt"] == pytest.approx(cert.kkt_residual)
+        assert row["certified"] == (cert.kkt_residual <= large_knn.TOL)
+        assert row["objective"] == pytest.approx(prob.objective(X[0])) and row["rel_gap"] == 0
+        assert row["n_clusters"] == cfl.clusters.labels(X[0], cert.fuse_tol,
+                                                        graph=prob.graph).max() + 1
+    monkeypatch.setattr(large_knn, "have_ccmm", lambda: False)
+    (row,) = large_knn.instance_rows(300, "λ = 3", 3.0, 50, ["ccmm tight"])
+    assert row["time_s"] is None and row["note"] == peers.SKIPPED
+    assert row["contender"] == "ccmm tight" and not row["certified"]
