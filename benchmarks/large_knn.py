@@ -142,7 +142,8 @@ def plot(rows, path):
     series = {}
     for r in rows:
         if r["time_s"] is not None:
-            key = f"{r['regime']} (λ = {r['lam']:g}) / {r['contender']}"
+            regime = r["regime"] if "λ" in r["regime"] else f"{r['regime']} (λ = {r['lam']:g})"
+            key = f"{regime} / {r['contender']}"
             series.setdefault(key, []).append((r["N"], r["time_s"], r["certified"]))
     for key, pts in sorted(series.items()):
         pts.sort()
