@@ -204,8 +204,8 @@ _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes
 
 def factor_spd(M):
     """Sparse LU of a symmetric positive definite matrix (a grounded Laplacian, a reduced
-    Hessian): minimum-degree ordering on ``A + Aᵀ`` with symmetric pivoting (measured 2.5–5×
-    faster than the default COLAMD on kNN graphs, with half the fill) and no pivoting
+    Hessian): minimum-degree ordering on ``A + Aᵀ``, applied symmetrically (measured 2.5–5×
+    faster than the default COLAMD on kNN graphs, with half the fill), and no pivoting
     (``diag_pivot_thresh=0``: the diagonal pivots of a symmetric positive definite matrix
     are stable, as in Cholesky). SuperLU's default threshold pivoting leaves the diagonal
     where it is small against its column, as in the reduced Hessians of clusters that nearly

@@ -158,8 +158,8 @@ def _anisotropic_hessian(edges, n, d, scales, rng):
 def test_factor_spd_does_not_pivot_on_ill_conditioned_reduced_hessians():
     """A reduced Hessian whose edge blocks span ten decades (clusters about to meet) has
     the factor's fill of the same pattern with unit blocks (the diagonal pivots of a
-    positive definite matrix are kept; SuperLU's default threshold pivoting nearly tripled
-    it here), and its solves stay accurate."""
+    positive definite matrix are kept; SuperLU's default threshold pivoting gives 55 443
+    non-zeros here against 29 988), and its solves stay accurate."""
     import scipy.sparse as sp
 
     from convexfl.certificates import factor_spd
