@@ -14,7 +14,9 @@ under ``--out``.
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
 (quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3 and 0.3 between (N = 5·10⁴: 9241
-and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart).
+and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart); every λ in
+the (SON) convention (docs/math.md §1.1), converted for CCMM by
+:func:`benchmarks.peers.ccmm_lambda`.
 Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and ``"sparsified"``, and
 ``method="auto"`` (ADMM iterations, then SSNAL with its own choice); the peer CCMM
 (:mod:`benchmarks.peers`, a row saying it is skipped where ``ccmmpy`` is not installed)
