@@ -112,9 +112,10 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     fuse_tol : float, optional
         Distance under which a pair counts as fused, in your units (default
         ``DEFAULT_FUSE_RTOL · (1 + max_i ‖z_i‖)`` in standard units).
-    flows : array (E, d), optional
-        A solver's guess of ``u_ij = λ w_ij s_ij`` on every edge (e.g. from its duals);
-        only a starting point — the certificate does not trust it.
+    flows : array (E, d) or (k, E, d), optional
+        A solver's guess of ``u_ij = λ w_ij s_ij`` on every edge (e.g. from its duals), or
+        ``k`` guesses; only a starting point — the certificate does not trust it. The
+        search starts from the best guess after one projection step.
     rtol : float
         Relative agreement of the upper and lower bounds at which the flow search stops.
     max_iter : int
@@ -132,7 +133,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         if fuse_tol is not None:
             fuse_tol = as_scalar(fuse_tol, "fuse_tol", low=0.0) / units.scale
         if flows is not None:
-            flows = as_float_array(flows, "flows", ndim=2) / units.grad
+            flows = as_float_array(flows, "flows", ndim=(2, 3)) / units.grad
         cert = kkt_residual(std, units.x_to(X), fuse_tol=fuse_tol, flows=flows, rtol=rtol,
                             max_iter=max_iter, target=target)
         return units.certificate_from(cert, prob.objective(X))
@@ -175,15 +176,15 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         r = float(np.linalg.norm(G))
         return _certificate(prob, X, dist, G, u_all, r, r, gn, tol, fused, rtol)
     if flows is not None:
-        flows = as_float_array(flows, "flows", ndim=2)
-        if flows.shape != (graph.n_edges, prob.dim):
-            raise ValueError(f"flows: expected shape {(graph.n_edges, prob.dim)}, "
-                             f"got {flows.shape}")
+        flows = as_float_array(flows, "flows", ndim=(2, 3))
+        if flows.shape[-2:] != (graph.n_edges, prob.dim):
+            raise ValueError(f"flows: expected shape {(graph.n_edges, prob.dim)} or "
+                             f"(k, {graph.n_edges}, {prob.dim}), got {flows.shape}")
     atarget = None
     if target is not None:
         atarget = target * (1 + gn)
     at = np.flatnonzero(fused)  # take() with indices: 4x faster than boolean indexing
-    hint = None if flows is None else flows.take(at, axis=0)
+    hint = None if flows is None else flows.take(at, axis=-2)
     upper, lower, iters, u_fused = _min_residual(G, graph.edges.take(at, axis=0),
                                                  graph.weights.take(at), lam, hint, rtol,
                                                  max_iter, atarget)
@@ -321,12 +322,18 @@ class _Anderson:
         return out
 
 
+def _least(scored):
+    """The index of the smallest residual among scored flows (0 when there are none)."""
+    return int(np.argmin([sc[0] for sc in scored])) if scored else 0
+
+
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
     ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
 
-    Starts from the better of two flows, each one alternating-projection step from its
-    origin: the projected potential flow (from 0) and the hint's (measured on the make_moons
+    ``hint``: none, one flow ``(E, d)`` or several ``(k, E, d)``. Starts from the best
+    of the flows one alternating-projection step from their origins: the projected
+    potential flow (from 0) and each hint's (measured on the make_moons
     path, λ ∈ [0.4, 0.8] at the final partitions, hint = the last λ's flows: starting
     residual 2.4 against 6–13 for the potential flow, the plain projected hint 18–23;
     certificate 390–530 → 210–240 ms); a hint that already decides ``atarget`` is taken
@@ -372,30 +379,33 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
 
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
-    starts = [] if hint is None else [project(hint)]
+    hints = [] if hint is None else list(np.reshape(hint, (-1,) + hint.shape[-2:]))
+    starts = [project(h) for h in hints]  # rows of a fresh array: projected in place
     scored = [norm_dual_residual(v) for v in starts]
     lower2 = 0.0
     if atarget is not None:  # a solver's stopping test
         # ‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} c_e for every feasible flow: a lower bound in one pass
         lower2 = 0.5 * node_gaps_sq(G, edges, cap)
-        if scored and decided(scored[0][0], max(lower2, scored[0][1])):
+        k = _least(scored)
+        if scored and decided(scored[k][0], max(lower2, scored[k][1])):
             # decided by the solver's own flows or by that bound: no factorisation
-            lower2 = max(lower2, scored[0][1], 0.0)
-            return scored[0][0], float(np.sqrt(2 * lower2)), 0, starts[0]
+            lower2 = max(lower2, scored[k][1], 0.0)
+            return scored[k][0], float(np.sqrt(2 * lower2)), 0, starts[k]
     potential, means = _potential_solver(G.shape[0], edges, w, lam)
     # z = Ḡ (the component means, the residual of the unprojected potential flow) has no
     # penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
     lower2 = max(lower2, 0.5 * sq_norm(means(G)), 0.0)
     it = 0
-    if starts:  # one projection step from the hint, as the potential flow is one from 0
-        starts[0] = project(starts[0] + potential(scored[0][2]))
-        scored[0] = norm_dual_residual(starts[0])
-        lower2 = max(lower2, scored[0][1])
-        if decided(scored[0][0], lower2):  # along a path, mostly: no flow from 0 needed
-            return scored[0][0], float(np.sqrt(2 * lower2)), it, starts[0]
+    for k in range(len(starts)):  # one projection step from each hint, as the potential
+        starts[k] = project(starts[k] + potential(scored[k][2]))  # flow is one from 0
+        scored[k] = norm_dual_residual(starts[k])
+        lower2 = max(lower2, scored[k][1])
+    k = _least(scored)
+    if starts and decided(scored[k][0], lower2):  # along a path, mostly: no flow from 0
+        return scored[k][0], float(np.sqrt(2 * lower2)), it, starts[k]
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
-    best = int(np.argmin([sc[0] for sc in scored]))
+    best = _least(scored)
     (upper, _, R), u = scored[best], starts[best]
     lower2 = max(lower2, scored[-1][1])
     if decided(upper, lower2):

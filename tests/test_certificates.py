@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import convexfl as cfl
+from convexfl import certificates
 from convexfl.certificates import kkt_residual
 
 
@@ -100,6 +101,8 @@ def test_certificate_argument_errors():
         kkt_residual(prob, X, fuse_tol=-1.0)
     with pytest.raises(ValueError, match="flows: expected shape"):
         kkt_residual(prob, X, flows=np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="flows: expected shape"):
+        kkt_residual(prob, X, flows=np.zeros((2, 6, 2)))
     with pytest.raises(TypeError, match="prob: expected SumOfNorms"):
         kkt_residual("nope", X)
 
@@ -336,3 +339,33 @@ def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
     hinted = kkt_residual(prob, X, flows=hint, target=1e-8)
     assert hinted.kkt_residual <= 1e-8 and hinted.flow_iterations == 0
     assert plain.flow_iterations > 0
+
+
+def test_several_flow_guesses_start_from_the_best(monkeypatch):
+    """``flows`` may stack several guesses: the search starts from the best of them after
+    one projection step, wherever it stands in the stack."""
+    rng = np.random.default_rng(1)
+    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
+    fb = cfl.bounds.fusion_threshold(prob)
+    # as above: λ̂'s flow has slack there, the potential flow does not fit
+    prob = prob.with_lam((1.0 + 0.5 * (fb.related["upper"].value / fb.value - 1.0)) * fb.value)
+    X = np.tile(fb.inputs["y_star"], (len(A), 1))
+    good = fb.inputs["_flow"]
+    bad = prob.lam * prob.graph.weights[:, None] * rng.standard_normal(good.shape)
+    alone = kkt_residual(prob, X, flows=bad, target=1e-8)
+    assert alone.flow_iterations > 0
+    solver = certificates._potential_solver
+    solves = []
+
+    def counted(*args):
+        flow, means = solver(*args)
+        return (lambda R: solves.append(1) or flow(R)), means
+
+    monkeypatch.setattr(certificates, "_potential_solver", counted)
+    for stack in (np.stack([bad, good]), np.stack([good, bad])):
+        solves.clear()
+        both = kkt_residual(prob, X, flows=stack, target=1e-8)
+        assert both.kkt_residual <= 1e-8 and both.flow_iterations == 0
+        assert both.kkt_abs_lower <= both.kkt_abs
+        assert not solves  # decided by the good guess as given: no potential flow at all

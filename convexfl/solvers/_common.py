@@ -24,8 +24,9 @@
 - Warm starts along a path (:meth:`Certifier.warm`): the previous solution's partition is
   re-optimised at the new λ and certified before any iteration (Newton, then its merges);
   its flows are moved to the new λ (:func:`_moved_flows`: extrapolated along
-  ``Solution.flow_slope`` when the previous step kept its partition). Measured on the
-  make_moons 551-λ path (n = 5000): 500 of the 551 λ need no iteration, ~10 ms each.
+  ``Solution.flow_slope`` when the previous step kept its partition; otherwise its
+  certificate also starts from the flows scaled with λ, :func:`flow_guesses`). Measured on
+  the make_moons 551-λ path (n = 5000): 500 of the 551 λ need no iteration, ~10 ms each.
 
 ``fuse_tol``: candidates are exactly clustered (rows of a cluster are bitwise equal), so the
 certificate and ``Solution.labels`` use ``fuse_tol = FUSE_RTOL · (1 + max_i ‖x_i‖)`` with
@@ -158,6 +159,28 @@ def _moved_flows(prob: SumOfNorms, sol: Solution):
         return flows + (prob.lam - sol.lam) * sol.flow_slope
     flows[~_fused_edges(prob, sol.X)] *= prob.lam / sol.lam
     return flows
+
+
+def flow_guesses(prob: SumOfNorms, warm: Solution | None, flows0):
+    """The flows the certificate of a warm partition starts from (:meth:`Certifier.warm`):
+    ``flows0`` (:func:`_moved_flows`) and, when that is not an extrapolation along
+    :attr:`Solution.flow_slope`, the warm solution's flows all scaled by the ratio of the
+    λ, stacked ``(2, E, d)``; :func:`~convexfl.certificates.kkt_residual` starts from the
+    better after one projection step.
+
+    Neither guess is right in general. A fused cluster's flows route its users' gradients,
+    which do not scale with λ, and what enters it across its boundary, which does; scaled
+    flows also keep the saturated edges at their capacity. Measured along the make_moons
+    path (n = 2·10⁴, λ = 4.2 → 4.4, 33 clusters), the projected guesses left residuals of
+    18 (kept) and 3.1 (scaled), and the certificate took 222 and 12 flow iterations; where
+    the partition is kept (two clusters), the extrapolation is exact and the scaled flows
+    are not offered: a certificate that took them would end inexact, and every later
+    slope with it."""
+    if flows0 is None or warm is None or warm.flow_slope is not None \
+            or not _comparable(prob, warm):
+        return flows0
+    scaled = np.array(warm.flows, dtype=float) * (prob.lam / warm.lam)
+    return np.stack([flows0, project_flows(scaled, prob.lam * prob.graph.weights)])
 
 
 def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows):
@@ -524,7 +547,8 @@ class Certifier:
         """Certify the warm start's partition re-optimised at this λ before any iteration
         (Newton on its reduced problem; if that fails, its merges from the reduced problem
         solved by ADMM, then Newton again): along a path the partition changes at few λ,
-        and mostly by merges, so most λ need no iteration."""
+        and mostly by merges, so most λ need no iteration. ``flows0``: one guess of the
+        flows or several (:func:`flow_guesses`)."""
         start = time.perf_counter()
         self.count += 1
         prob = self.prob
@@ -553,6 +577,7 @@ class Run:
         self.tol, self.max_iter = check_common(tol, max_iter)
         self.polish = check_polish(polish)
         self.X0, self.flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
+        self.flow_guesses = flow_guesses(prob, warm_start, self.flows0)
         self.certifier = Certifier(prob, self.tol, polish=self.polish, warm_from=warm_start,
                                    merges=merges)
 
@@ -574,7 +599,7 @@ class Run:
         """The solution of a warm start whose partition, re-optimised, certifies at this λ
         (:meth:`Certifier.warm`), else ``None``."""
         certifier = self.certifier
-        if self.X0 is None or not self.polish or not certifier.warm(self.X0, self.flows0):
+        if self.X0 is None or not self.polish or not certifier.warm(self.X0, self.flow_guesses):
             return None
         return _solution(self.prob, certifier, converged=True, n_iter=0,
                          time_s=time.perf_counter() - self.start, method=self.method,
