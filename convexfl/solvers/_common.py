@@ -165,8 +165,9 @@ def flow_guesses(prob: SumOfNorms, warm: Solution | None, flows0):
     """The flows the certificate of a warm partition starts from (:meth:`Certifier.warm`):
     ``flows0`` (:func:`_moved_flows`) and, when that is not an extrapolation along
     :attr:`Solution.flow_slope`, the warm solution's flows all scaled by the ratio of the
-    λ, stacked ``(2, E, d)``; :func:`~convexfl.certificates.kkt_residual` starts from the
-    better after one projection step.
+    λ, stacked ``(2, E, d)``; :func:`~convexfl.certificates.kkt_residual` tries them in
+    that order (each projected, then one projection step) and takes the first that
+    certifies, else starts its search from the better.
 
     Neither guess is right in general. A fused cluster's flows route its users' gradients,
     which do not scale with λ, and what enters it across its boundary, which does; scaled
