@@ -324,11 +324,6 @@ class _Anderson:
         return out
 
 
-def _least(scored):
-    """The index of the smallest residual among scored flows (0 when there are none)."""
-    return int(np.argmin([sc[0] for sc in scored])) if scored else 0
-
-
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
     ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
@@ -413,7 +408,7 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         lower2 = max(lower2, 0.5 * sq_norm(means(G)))
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
-    best = _least(scored)
+    best = int(np.argmin([sc[0] for sc in scored]))
     (upper, _, R), u = scored[best], starts[best]
     lower2 = max(lower2, scored[-1][1])
     if decided(upper, lower2):

@@ -341,7 +341,7 @@ def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
     assert plain.flow_iterations > 0
 
 
-def test_several_flow_guesses_start_from_the_best(monkeypatch):
+def test_several_flow_guesses_are_tried_in_order(monkeypatch):
     """``flows`` may stack several guesses, tried in order: the first that decides the
     question is taken, wherever it stands in the stack."""
     rng = np.random.default_rng(1)

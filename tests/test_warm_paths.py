@@ -72,7 +72,7 @@ def test_without_a_slope_fused_flows_are_kept_and_the_others_rescaled():
 
 def test_without_a_slope_the_warm_certificate_also_starts_from_scaled_flows():
     """Across a change of partition the warm certificate is offered the moved flows and
-    all the previous flows scaled by the ratio of the λ, and starts from the better. On
+    all the previous flows scaled by the ratio of the λ, tried in that order. On
     make_moons (n = 400, kNN 10) from a cold solve at λ = 0.6 to 0.8 (21 → 12 clusters) it
     takes 3 flow iterations where the moved flows alone take 12 (measured at 1.0 → 1.2:
     0 against 9)."""
