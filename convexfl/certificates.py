@@ -381,7 +381,18 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     if atarget is not None:  # a solver's stopping test
         # ‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} c_e for every feasible flow: a lower bound in one pass
         lower2 = 0.5 * node_gaps_sq(G, edges, cap)
-    potential = means = None
+    solver = []  # the potential flow's solver, factorised at its first use
+
+    def potential(R):
+        nonlocal lower2
+        if not solver:
+            flow, means = _potential_solver(G.shape[0], edges, w, lam)
+            solver.append(flow)
+            # z = Ḡ (the component means, the residual of the unprojected potential flow)
+            # has no penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
+            lower2 = max(lower2, 0.5 * sq_norm(means(G)))
+        return solver[0](R)
+
     starts, scored = [], []
     it = 0
     hints = [] if hint is None else list(np.reshape(hint, (-1,) + hint.shape[-2:]))
@@ -391,11 +402,6 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         lower2 = max(lower2, sc[1], 0.0)
         if decided(sc[0], lower2):  # by the solver's own flows or the bounds: no factorisation
             return sc[0], float(np.sqrt(2 * lower2)), it, v
-        if potential is None:
-            potential, means = _potential_solver(G.shape[0], edges, w, lam)
-            # z = Ḡ (the component means, the residual of the unprojected potential flow)
-            # has no penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
-            lower2 = max(lower2, 0.5 * sq_norm(means(G)))
         v = project(v + potential(sc[2]))  # one projection step, as the potential flow is
         sc = norm_dual_residual(v)  # one from 0
         lower2 = max(lower2, sc[1])
@@ -403,9 +409,6 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             return sc[0], float(np.sqrt(2 * lower2)), it, v
         starts.append(v)
         scored.append(sc)
-    if potential is None:
-        potential, means = _potential_solver(G.shape[0], edges, w, lam)
-        lower2 = max(lower2, 0.5 * sq_norm(means(G)))
     starts.append(project(potential(G)))
     scored.append(norm_dual_residual(starts[-1]))
     best = int(np.argmin([sc[0] for sc in scored]))
