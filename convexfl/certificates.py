@@ -201,8 +201,11 @@ def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, i
                        int(fused.sum()), gn, iters, u)
 
 
-_POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU);
-# a colliding entry could only slow the search: both bounds are evaluated from explicit flows
+_POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU),
+# least recently used first; a colliding entry could only slow the search: both bounds are
+# evaluated from explicit flows
+POTENTIAL_CACHE_NNZ = 2 * 10**7  # the cached factors' non-zeros (~0.3 GB); the newest is kept
+POTENTIAL_CACHE_ENTRIES = 64
 
 
 def factor_spd(M):
@@ -227,9 +230,12 @@ def _potential_factor(n, edges, w):
     uniform graphs) needs no factorisation: there ``L_w φ = −e`` with ``Σ e = 0`` is solved
     by ``φ = −e/(w_k n_k)``, and ``clique_scale`` holds ``w_k n_k`` on its nodes (0
     elsewhere). The LU of the grounded Laplacian of the other components (``free`` nodes) is
-    cached (along a path only λ changes, and it only scales)."""
+    cached (along a path only λ changes, and it only scales; a component searched alone has
+    its own entry: :func:`_search_components`), least recently used out first once the
+    factors hold more than ``POTENTIAL_CACHE_NNZ`` non-zeros (or there are more than
+    ``POTENTIAL_CACHE_ENTRIES``)."""
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
-    hit = _POTENTIAL_CACHE.get(key)
+    hit = _POTENTIAL_CACHE.pop(key, None)
     if hit is None:
         from ._flow_kernels import clique_components, masked_components
 
@@ -246,8 +252,12 @@ def _potential_factor(n, edges, w):
             lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
             lu = factor_spd(lap[free][:, free])
         hit = (comp, counts, free, lu, clique_scale)
-        _POTENTIAL_CACHE.clear()  # one entry: the factor can be large
-        _POTENTIAL_CACHE[key] = hit
+    _POTENTIAL_CACHE[key] = hit  # the most recent last
+    size = sum(1 + (e[3].nnz if e[3] is not None else 0) for e in _POTENTIAL_CACHE.values())
+    while len(_POTENTIAL_CACHE) > 1 and (size > POTENTIAL_CACHE_NNZ
+                                         or len(_POTENTIAL_CACHE) > POTENTIAL_CACHE_ENTRIES):
+        old = _POTENTIAL_CACHE.pop(next(iter(_POTENTIAL_CACHE)))
+        size -= 1 + (old[3].nnz if old[3] is not None else 0)
     return hit
 
 
@@ -330,48 +340,29 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
 
     ``hint``: none, one flow ``(E, d)`` or several ``(k, E, d)`` in order of preference;
     each is projected, then taken one alternating-projection step, and the first that
-    decides ``atarget`` is returned. Otherwise the search starts from the best of those
-    and the projected potential flow (from 0) (measured on the make_moons
-    path, λ ∈ [0.4, 0.8] at the final partitions, hint = the last λ's flows: starting
-    residual 2.4 against 6–13 for the potential flow, the plain projected hint 18–23;
-    certificate 390–530 → 210–240 ms); a hint that already decides ``atarget`` is taken
-    without the other (along a path, most λ: ~2 ms each). Then it runs
-    alternating projections (Anderson-mixed: :class:`_Anderson`) while they make progress,
-    then accelerated projected gradient with adaptive restart. The mixing, measured on the
-    make_moons path (``benchmarks.versus``, λ ∈ [0.4, 8], 39 warm-started λ, same run):
-    solves 21.5 → 15.3 s and 18.7 → 14.6 s; the warm partitions' certificates went from
-    ~160–470 flow iterations to ~15–40 where the projections had slack. ``upper`` is
-    attained by a feasible flow; ``lower`` is the best dual value seen: at the residual's
-    ray (:func:`~convexfl._flow_kernels.flow_dual`) and, at FISTA's checks and when the
-    projections stall, at its averages over the unsaturated components
-    (:func:`~convexfl._flow_kernels.split_dual`), which is close once the saturation
-    pattern is right.
+    decides ``atarget`` is returned (along a path, most λ: ~2 ms each). Otherwise each
+    fused component starts from the best of those starts and the projected potential flow
+    (from 0) *on that component* (the problem is separable over the components,
+    ``‖R‖² = Σ_C ‖R_C‖²``; measured on the make_moons path, λ ∈ [0.4, 0.8] at the final
+    partitions, hint = the last λ's flows: starting residual 2.4 against 6–13 for the
+    potential flow, the plain projected hint 18–23; certificate 390–530 → 210–240 ms). Then
+    :func:`_search` runs on all of them until the residual sits in a few small ones, and
+    :func:`_search_components` goes on with each of those alone. ``upper`` is attained by
+    a feasible flow; ``lower`` is the best dual value seen: at the residual's ray
+    (:func:`~convexfl._flow_kernels.flow_dual`) and at its averages over the unsaturated
+    components (:func:`~convexfl._flow_kernels.split_dual`), which is close once the
+    saturation pattern is right; after the hand-over, summed over the components.
     """
-    from ._flow_kernels import (
-        fista,
-        flow_dual,
-        flow_residual,
-        node_gaps_sq,
-        project_flows,
-        split_dual,
-        sq_norm,
-    )
+    from ._flow_kernels import flow_dual, flow_residual, node_gaps_sq, project_flows, sq_norm
 
     edges = np.ascontiguousarray(edges)
     w = np.ascontiguousarray(w, dtype=float)
     cap = lam * w
     G = np.ascontiguousarray(G)
 
-    def project(u):  # in place: u is always a fresh array here
-        return project_flows(u, cap)
-
-    def norm_residual(u):
-        R = flow_residual(G, edges, u)
-        return float(np.sqrt(sq_norm(R))), R
-
     def norm_dual_residual(u):
-        up, R = norm_residual(u)
-        return up, flow_dual(R, G, edges, cap), R
+        R = flow_residual(G, edges, u)
+        return float(np.sqrt(sq_norm(R))), flow_dual(R, G, edges, cap), R
 
     def decided(up, low2):
         return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
@@ -394,28 +385,184 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
         return solver[0](R)
 
     starts, scored = [], []
-    it = 0
     hints = [] if hint is None else list(np.reshape(hint, (-1,) + hint.shape[-2:]))
     for v in hints:  # in order of preference; the first that decides the question is taken
-        v = project(v)  # rows of a fresh array: projected in place
+        v = project_flows(v, cap)  # rows of a fresh array: projected in place
         sc = norm_dual_residual(v)
         lower2 = max(lower2, sc[1], 0.0)
         if decided(sc[0], lower2):  # by the solver's own flows or the bounds: no factorisation
-            return sc[0], float(np.sqrt(2 * lower2)), it, v
-        v = project(v + potential(sc[2]))  # one projection step, as the potential flow is
-        sc = norm_dual_residual(v)  # one from 0
+            return sc[0], float(np.sqrt(2 * lower2)), 0, v
+        v = project_flows(v + potential(sc[2]), cap)  # one projection step, as the
+        sc = norm_dual_residual(v)  # potential flow is one from 0
         lower2 = max(lower2, sc[1])
         if decided(sc[0], lower2):  # along a path, mostly: no flow from 0 needed
-            return sc[0], float(np.sqrt(2 * lower2)), it, v
+            return sc[0], float(np.sqrt(2 * lower2)), 0, v
         starts.append(v)
         scored.append(sc)
-    starts.append(project(potential(G)))
+    starts.append(project_flows(potential(G), cap))
     scored.append(norm_dual_residual(starts[-1]))
-    best = int(np.argmin([sc[0] for sc in scored]))
-    (upper, _, R), u = scored[best], starts[best]
     lower2 = max(lower2, scored[-1][1])
+    comp = _potential_factor(G.shape[0], edges, w)[0]
+    u, R = _best_by_component(starts, [sc[2] for sc in scored], comp, edges)
+    upper = float(np.sqrt(sq_norm(R)))
     if decided(upper, lower2):
+        return upper, float(np.sqrt(2 * lower2)), 0, u
+    upper, lower2, it, u, R = _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter,
+                                      atarget, atol, comp)
+    if R is None:
         return upper, float(np.sqrt(2 * lower2)), it, u
+    upper, lower, more, u = _search_components(G, edges, w, lam, u, R, lower2, comp, potential,
+                                               rtol, max_iter - it, atarget, atol)
+    return upper, lower, it + more, u
+
+
+def _best_by_component(starts, residuals, comp, edges):
+    """``(u, R)``: on each component the start with the least residual there (a
+    component's residual depends only on its own flows)."""
+    if len(starts) == 1:
+        return starts[0], residuals[0]
+    R = np.stack(residuals)
+    per = np.stack([np.bincount(comp, weights=np.einsum("ij,ij->i", r, r)) for r in R])
+    pick = np.argmin(per, axis=0)
+    rows = np.arange(comp.size)
+    return (np.stack(starts)[pick[comp[edges[:, 0]]], np.arange(len(edges))],
+            R[pick[comp], rows])
+
+
+SHARED_FACTOR_SHARE = 0.25  # a component with this share of the nodes to search solves its
+# potential flows with the whole fused subgraph's LU (already there), a smaller one with its
+# own (cached) LU
+FREE_SHARE = 0.1  # the components left alone hold at most this share of target²
+
+
+def _search_components(G, edges, w, lam, u, R, lower2, comp, potential, rtol, max_iter,
+                       atarget, atol):
+    """:func:`_search` on each fused component that needs it, from the flows ``u`` (residual
+    ``R``), each with its own acceleration and stopping test: the problem is separable,
+    ``‖R‖² = Σ_C ‖R_C‖²`` and ``g(z) = Σ_C g_C(z_C)``, so the bounds are sums of the
+    components' bounds (and the global dual value ``lower2`` stays a bound). A component
+    with at least ``SHARED_FACTOR_SHARE`` of the nodes searched solves its potential flows
+    with the whole subgraph's LU, a smaller one with its own (cached along a path while it
+    stays). Measured on the make_moons n = 5000 path: a 12-user component held the whole
+    residual of six certificates; searched with the other 43 000 edges it took 134–159
+    iterations (150–200 ms), alone 7–11 (1.4–2.8 ms).
+
+    With ``atarget``, the components holding at most ``FREE_SHARE`` of ``atarget²`` (the
+    smallest first) are left as they are; every other one gets a share of the rest in
+    proportion to its edges, is searched to it (the largest residual first), and the search
+    stops once the sum decides the question. A component that cannot meet its share leaves
+    the others' unused shares to a second and third round. Without ``atarget`` every
+    component with a residual above ``atol`` is searched to ``rtol``."""
+    from ._flow_kernels import put_rows
+
+    n_comp = int(comp.max()) + 1
+    ecomp = comp[edges[:, 0]]
+    n_edges = np.bincount(ecomp, minlength=n_comp)
+    r2 = np.bincount(comp, weights=np.einsum("ij,ij->i", R, R), minlength=n_comp)
+    up2 = r2.copy()  # each component's squared residual, attained by u
+    low2 = 0.5 * np.where(n_edges == 0, r2, 0.0)  # ½-scaled; edgeless ones cannot change
+    live = np.flatnonzero(n_edges > 0)
+    if atarget is None:
+        todo = live[r2[live] > atol * atol]
+        share = None
+    else:
+        S = atarget * atarget
+        by_size = live[np.argsort(r2[live])]
+        free = np.cumsum(r2[by_size]) <= FREE_SHARE * S
+        todo = by_size[~free]
+        share = (S - up2.sum() + up2[todo].sum()) * n_edges / max(n_edges[todo].sum(), 1)
+    todo = todo[np.argsort(-r2[todo])]
+    order = np.argsort(ecomp, kind="stable")
+    bounds = np.searchsorted(ecomp[order], np.arange(n_comp + 1))
+    nodes_of = np.argsort(comp, kind="stable")
+    first = np.searchsorted(comp[nodes_of], np.arange(n_comp + 1))
+    n_nodes = np.bincount(comp, minlength=n_comp)
+    big = n_nodes >= SHARED_FACTOR_SHARE * n_nodes[todo].sum() if todo.size else None
+    local = np.empty(comp.size, np.int64)
+    u = u.copy()
+    iters = 0
+    met = np.zeros(n_comp, bool)
+
+    def low():
+        return max(lower2, float(low2.sum()))
+
+    def decided():
+        return atarget is not None and (up2.sum() <= atarget * atarget
+                                        or low() > atarget * atarget / 2)
+
+    for _ in range(3 if atarget is not None else 1):
+        for c in todo:
+            if met[c] or iters >= max_iter:
+                continue
+            es = order[bounds[c]:bounds[c + 1]]
+            nodes = nodes_of[first[c]:first[c + 1]]
+            local[nodes] = np.arange(nodes.size)
+            sub_edges = local[edges.take(es, axis=0)]
+            target = None if share is None else float(np.sqrt(max(share[c], 0.0)))
+            sub_potential = (_scattered(potential, nodes, es, G.shape) if big[c]
+                             else _potential_solver(nodes.size, sub_edges, w.take(es), lam)[0])
+            up_c, low2_c, it_c, u_c, _ = _search(
+                np.ascontiguousarray(G.take(nodes, axis=0)), sub_edges, lam * w.take(es),
+                u.take(es, axis=0), np.ascontiguousarray(R.take(nodes, axis=0)), 0.0,
+                sub_potential, rtol, max_iter - iters, target, atol)
+            iters += it_c
+            put_rows(u, es, u_c)
+            up2[c], low2[c] = up_c * up_c, max(low2[c], low2_c)
+            met[c] = target is None or up_c <= target
+            if decided():
+                break
+        if decided() or share is None or np.all(met[todo]):
+            break
+        # a second round: the unused shares go to the components that missed theirs
+        missed = todo[~met[todo]]
+        spare = atarget * atarget - up2.sum() + up2[missed].sum()
+        share[missed] = spare * n_edges[missed] / n_edges[missed].sum()
+    return float(np.sqrt(up2.sum())), float(np.sqrt(2 * low())), iters, u
+
+
+def _scattered(potential, nodes, es, shape):
+    """The potential flow of one component, ``R_C ↦ u_C``, from the whole fused subgraph's
+    solver (zero excess elsewhere)."""
+    from ._flow_kernels import put_rows
+
+    def flow(R_c):
+        R = np.zeros(shape)
+        put_rows(R, nodes, R_c)
+        return potential(R).take(es, axis=0)
+
+    return flow
+
+
+def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, atol, comp=None):
+    """``(upper, lower2, iterations, u, R)``: the flow search from the feasible ``u`` with
+    residual ``R``, ``lower2`` a dual value (½-scaled) already known. Alternating
+    projections (Anderson-mixed: :class:`_Anderson`) while they make progress, then
+    accelerated projected gradient with adaptive restart. The mixing, measured on the
+    make_moons path (``benchmarks.versus``, λ ∈ [0.4, 8], 39 warm-started λ, same run):
+    solves 21.5 → 15.3 s and 18.7 → 14.6 s; the warm partitions' certificates went from
+    ~160–470 flow iterations to ~15–40 where the projections had slack.
+
+    With the nodes' components ``comp``, the search hands over (returns the current
+    residual ``R``; else ``R`` is None) as soon as the residual sits in components with
+    less than ``SPLIT_EDGE_SHARE`` of the edges (checked every ``SPLIT_CHECK`` projection
+    steps and when they stall): :func:`_search_components` goes on there alone."""
+    from ._flow_kernels import fista, flow_dual, flow_residual, project_flows, split_dual, sq_norm
+
+    def norm_residual(v):
+        Rv = flow_residual(G, edges, v)
+        return float(np.sqrt(sq_norm(Rv))), Rv
+
+    def decided(up, low2):
+        return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
+
+    def concentrated():
+        return comp is not None and _concentrated(R, comp, edges)
+
+    upper = float(np.sqrt(sq_norm(R)))
+    lower2 = max(lower2, flow_dual(R, G, edges, cap))
+    it = 0
+    if decided(upper, lower2):
+        return upper, lower2, it, u, None
     # alternating projections (capacity metric) between the flows that zero the excess and
     # the capacity balls: converges linearly when a feasible flow has slack
     mix = _Anderson(ANDERSON_MEMORY)
@@ -435,11 +582,15 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             break
         u, upper, R = cand, up_c, R_c
         if decided(upper, lower2):
-            return upper, float(np.sqrt(2 * lower2)), it, u
+            return upper, lower2, it, u, None
+        if it % SPLIT_CHECK == 0 and concentrated():
+            return upper, lower2, it, u, R
     lower2 = max(lower2, split_dual(u, R, G, edges, cap))
     if (upper - np.sqrt(2 * lower2) <= rtol * upper + atol or it >= max_iter
             or decided(upper, lower2)):
-        return upper, float(np.sqrt(2 * lower2)), it, u
+        return upper, lower2, it, u, None
+    if concentrated():
+        return upper, lower2, it, u, R
     # per-edge steps 1/(deg_i + deg_j): ‖Bᵀv‖² ≤ Σ_e (deg_i + deg_j)‖v_e‖² (Cauchy–Schwarz
     # at each node), a diagonal majorisation; the capacity balls are per edge, so the
     # projection is unchanged in that metric
@@ -447,4 +598,18 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     step = 1.0 / (degree[edges[:, 0]] + degree[edges[:, 1]]).astype(float)
     u, h_u, lower2, n_fista = fista(G, edges, cap, u, step, max_iter - it, 25, lower2, rtol,
                                     atol, -1.0 if atarget is None else float(atarget))
-    return float(np.sqrt(2 * h_u)), float(np.sqrt(2 * max(lower2, 0.0))), it + n_fista, u
+    return float(np.sqrt(2 * h_u)), max(lower2, 0.0), it + n_fista, u, None
+
+
+SPLIT_CHECK = 5
+SPLIT_EDGE_SHARE = 1 / 3
+
+
+def _concentrated(R, comp, edges):
+    """Whether the components holding 99 % of ``‖R‖²`` (the largest first) have less than
+    ``SPLIT_EDGE_SHARE`` of the edges."""
+    r2 = np.bincount(comp, weights=np.einsum("ij,ij->i", R, R))
+    order = np.argsort(-r2)
+    k = int(np.searchsorted(np.cumsum(r2[order]), 0.99 * r2.sum())) + 1
+    n_edges = np.bincount(comp[edges[:, 0]], minlength=r2.size)
+    return n_edges[order[:k]].sum() < SPLIT_EDGE_SHARE * len(edges)
