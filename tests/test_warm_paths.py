@@ -233,3 +233,73 @@ def test_auto_treats_a_warm_start_at_lambda_zero_as_the_cold_start():
     assert warm.history.keys() == cold.history.keys()
     informed = cfl.solve(prob, warm_start=cfl.solve(prob.with_lam(0.9)))
     assert informed.stage == "warm partition" or "admm_warm_up" not in informed.history
+
+
+def _moons_stretch():
+    """make_moons n = 400, kNN 10: four clusters from λ = 4.5 to 9 (solutions at 5, 5.5)."""
+    from sklearn.datasets import make_moons
+
+    A, _ = make_moons(n_samples=400, noise=0.1, random_state=0)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10, phi=2.0), 5.5)
+    s1 = cfl.solve(prob.with_lam(5.0), tol=1e-9)
+    s2 = cfl.solve(prob, tol=1e-9, warm_start=s1)
+    assert s1.n_clusters == s2.n_clusters == 4
+    return prob, s1, s2
+
+
+def test_a_flow_slope_beyond_the_capacities_is_made_feasible_with_its_divergence():
+    """On a kept partition the finite difference of certified flows exceeds ``w_e`` on
+    some fused edges (by 19 % here), so its extrapolations would be clipped. The feasible
+    slope has the same divergence (to ``target / (10 λ)``) within ``w``, so every
+    extrapolation ``u + (λ' − λ) v`` stays within ``λ' w`` and balances as the difference
+    does."""
+    from convexfl._flow_kernels import flow_residual
+    from convexfl.solvers._common import _feasible_slope
+
+    prob, s1, s2 = _moons_stretch()
+    g = prob.graph
+    raw = (s2.flows - s1.flows) / 0.5
+    fused = g.distances(s2.X) <= s2.fuse_tol
+    ratio = np.linalg.norm(raw, axis=1) / g.weights
+    assert ratio[fused].max() > 1.1
+    target = 1e-9 * (1 + s2.certificate.grad_norm)
+    v = _feasible_slope(prob, fused, raw, target)
+    assert v is not None
+    assert np.all(np.linalg.norm(v[fused], axis=1) <= g.weights[fused] * (1 + 1e-12))
+    np.testing.assert_array_equal(v[~fused], raw[~fused])
+    zero = np.zeros_like(s2.X)
+    gap = flow_residual(zero, g.edges[fused], v[fused] - raw[fused])
+    assert np.linalg.norm(gap) <= target / (10 * prob.lam)
+    for lam in (6.0, 7.5, 9.0):  # the fused edges' (the cut's are fixed by X)
+        u = (s2.flows + (lam - prob.lam) * v)[fused]
+        assert np.all(np.linalg.norm(u, axis=1) <= lam * g.weights[fused] * (1 + 1e-9))
+    # the difference itself would not stay within: at λ' = 9 some fused edge is over
+    over = np.linalg.norm((s2.flows + 3.5 * raw)[fused], axis=1) / (9.0 * g.weights[fused])
+    assert over.max() > 1 + 1e-6
+
+
+def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
+    """``history["flow_slope"]`` says what became of the slope; after "not found" the
+    next solve of the stretch keeps the difference without searching again."""
+    from dataclasses import replace
+
+    from convexfl.solvers import _common
+
+    prob, s1, s2 = _moons_stretch()
+    raw = (s2.flows - s1.flows) / 0.5
+    fused = prob.graph.distances(s2.X) <= s2.fuse_tol
+    searched = []
+    monkeypatch.setattr(_common, "_feasible_slope",
+                        lambda *args: searched.append(1) and None)
+    history = {}
+    slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
+    assert searched and history["flow_slope"] == "not found"
+    np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
+    searched.clear()
+    failed = replace(s1, history={"flow_slope": "not found"})
+    _common._flow_slope(prob, failed, s2.X, s2.flows, 1e-9, history)
+    assert not searched and history["flow_slope"] == "not found"
+    _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
+                        certified_as_extrapolated=True)
+    assert not searched and history["flow_slope"] == "difference"
+    assert fused.any()
