@@ -223,47 +223,78 @@ def factor_spd(M):
                 options={"SymmetricMode": True})
 
 
+BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) LU
+
+
 def _potential_factor(n, edges, w):
-    """``(comp, counts, free, lu, clique_scale)`` for the fused subgraph with weights ``w``.
+    """``(comp, counts, free, lu, clique_scale, blocks)`` for the fused subgraph with
+    weights ``w``.
 
     A component that is a complete graph with one weight ``w_k`` (a clique, as on complete
     uniform graphs) needs no factorisation: there ``L_w φ = −e`` with ``Σ e = 0`` is solved
     by ``φ = −e/(w_k n_k)``, and ``clique_scale`` holds ``w_k n_k`` on its nodes (0
-    elsewhere). The LU of the grounded Laplacian of the other components (``free`` nodes) is
-    cached (along a path only λ changes, and it only scales; a component searched alone has
-    its own entry: :func:`_search_components`), least recently used out first once the
-    factors hold more than ``POTENTIAL_CACHE_NNZ`` non-zeros (or there are more than
+    elsewhere). Every other component is grounded at its first node; those of at least
+    ``BLOCK_MIN`` nodes are ``blocks``, ``(nodes, entry)`` with the entry of the component
+    alone (its own LU, found in the cache when the component was there before: along a
+    path most clusters outlive a merge elsewhere), and ``lu`` is the LU of the grounded
+    Laplacian of the rest (``free`` nodes). Entries are cached (along a path only λ
+    changes, and it only scales; a component searched alone has its own entry:
+    :func:`_search_components`), least recently used out first once the factors hold more
+    than ``POTENTIAL_CACHE_NNZ`` non-zeros (or there are more than
     ``POTENTIAL_CACHE_ENTRIES``)."""
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.pop(key, None)
     if hit is None:
-        from ._flow_kernels import clique_components, masked_components
-
-        comp, n_comp = masked_components(n, edges, np.ones(len(edges), np.bool_))
-        counts = np.bincount(comp, minlength=n_comp)
-        clique, w_clique = clique_components(comp, counts, edges, w)
-        clique_scale = np.where(clique, w_clique * counts, 0.0)[comp]
-        free = ~clique[comp]
-        free[np.unique(comp, return_index=True)[1]] = False
-        lu = None
-        if np.any(free):
-            i, j = edges.T
-            adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-            lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
-            lu = factor_spd(lap[free][:, free])
-        hit = (comp, counts, free, lu, clique_scale)
+        hit = _new_potential_factor(n, edges, w)
     _POTENTIAL_CACHE[key] = hit  # the most recent last
-    size = sum(1 + (e[3].nnz if e[3] is not None else 0) for e in _POTENTIAL_CACHE.values())
+    size = sum(map(_factor_size, _POTENTIAL_CACHE.values()))
     while len(_POTENTIAL_CACHE) > 1 and (size > POTENTIAL_CACHE_NNZ
                                          or len(_POTENTIAL_CACHE) > POTENTIAL_CACHE_ENTRIES):
-        old = _POTENTIAL_CACHE.pop(next(iter(_POTENTIAL_CACHE)))
-        size -= 1 + (old[3].nnz if old[3] is not None else 0)
+        size -= _factor_size(_POTENTIAL_CACHE.pop(next(iter(_POTENTIAL_CACHE))))
     return hit
+
+
+def _factor_size(entry):
+    """Non-zeros held by a cache entry (its blocks' counted too), plus one."""
+    lu, blocks = entry[3], entry[5]
+    return 1 + (lu.nnz if lu is not None else 0) + sum(_factor_size(b) - 1 for _, b in blocks)
+
+
+def _new_potential_factor(n, edges, w):
+    from ._flow_kernels import clique_components, masked_components
+
+    comp, n_comp = masked_components(n, edges, np.ones(len(edges), np.bool_))
+    counts = np.bincount(comp, minlength=n_comp)
+    clique, w_clique = clique_components(comp, counts, edges, w)
+    clique_scale = np.where(clique, w_clique * counts, 0.0)[comp]
+    free = ~clique[comp]
+    free[np.unique(comp, return_index=True)[1]] = False
+    blocks = []
+    if n_comp > 1:  # a single component is factorised whole
+        big = np.flatnonzero((counts >= BLOCK_MIN) & ~clique)
+        if big.size:
+            ecomp = comp[edges[:, 0]]
+            local = np.empty(n, np.int64)
+            for c in big:
+                nodes = np.flatnonzero(comp == c)
+                local[nodes] = np.arange(nodes.size)
+                es = np.flatnonzero(ecomp == c)
+                blocks.append((nodes, _potential_factor(
+                    nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
+                    np.ascontiguousarray(w.take(es)))))
+            free &= ~np.isin(comp, big)
+    lu = None
+    if np.any(free):
+        i, j = edges.T
+        adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
+        lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
+        lu = factor_spd(lap[free][:, free])
+    return comp, counts, free, lu, clique_scale, blocks
 
 
 def _potential_solver(n, edges, w, lam=1.0):
     """Functions ``R ↦ u`` and ``R ↦ R̄``: ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on
-    each fused component, ``c = λw`` (one sparse LU of ``L_w``, reused; none for cliques), and
+    each fused component, ``c = λw`` (sparse LUs of ``L_w``, reused; none for cliques), and
     ``R̄`` the mean of ``R`` over each component, on its nodes.
 
     The flow moves every user's excess to its component's mean, ``R + B u = R̄`` (the
@@ -273,10 +304,11 @@ def _potential_solver(n, edges, w, lam=1.0):
     """
     from ._flow_kernels import centred_by_component, edge_flows, put_rows
 
-    comp, counts, free, lu, clique_scale = _potential_factor(n, edges, w)
+    comp, counts, free, lu, clique_scale, blocks = _potential_factor(n, edges, w)
     cap = lam * w
     in_clique = clique_scale > 0
     free = np.flatnonzero(free)
+    blocks = [(nodes.take(np.flatnonzero(entry[2])), entry[3]) for nodes, entry in blocks]
 
     def excess(R):
         return centred_by_component(np.ascontiguousarray(R), comp, counts)
@@ -284,8 +316,9 @@ def _potential_solver(n, edges, w, lam=1.0):
     def flow(R):
         e = excess(R)
         phi = np.zeros_like(R)
-        if lu is not None:
-            put_rows(phi, free, lu.solve(-e.take(free, axis=0)) / lam)
+        for at, factor in ((free, lu), *blocks):
+            if factor is not None:
+                put_rows(phi, at, factor.solve(-e.take(at, axis=0)) / lam)
         phi[in_clique] = -e[in_clique] / (lam * clique_scale[in_clique, None])
         return edge_flows(phi, edges, cap)
 
@@ -411,8 +444,8 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
                                       atarget, atol, comp)
     if R is None:
         return upper, float(np.sqrt(2 * lower2)), it, u
-    upper, lower, more, u = _search_components(G, edges, w, lam, u, R, lower2, comp, potential,
-                                               rtol, max_iter - it, atarget, atol)
+    upper, lower, more, u = _search_components(G, edges, w, lam, u, R, lower2, comp, rtol,
+                                               max_iter - it, atarget, atol)
     return upper, lower, it + more, u
 
 
@@ -429,21 +462,17 @@ def _best_by_component(starts, residuals, comp, edges):
             R[pick[comp], rows])
 
 
-SHARED_FACTOR_SHARE = 0.25  # a component with this share of the nodes to search solves its
-# potential flows with the whole fused subgraph's LU (already there), a smaller one with its
-# own (cached) LU
 FREE_SHARE = 0.1  # the components left alone hold at most this share of target²
 
 
-def _search_components(G, edges, w, lam, u, R, lower2, comp, potential, rtol, max_iter,
-                       atarget, atol):
+def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, atarget, atol):
     """:func:`_search` on each fused component that needs it, from the flows ``u`` (residual
     ``R``), each with its own acceleration and stopping test: the problem is separable,
     ``‖R‖² = Σ_C ‖R_C‖²`` and ``g(z) = Σ_C g_C(z_C)``, so the bounds are sums of the
-    components' bounds (and the global dual value ``lower2`` stays a bound). A component
-    with at least ``SHARED_FACTOR_SHARE`` of the nodes searched solves its potential flows
-    with the whole subgraph's LU, a smaller one with its own (cached along a path while it
-    stays). Measured on the make_moons n = 5000 path: a 12-user component held the whole
+    components' bounds (and the global dual value ``lower2`` stays a bound). Each component
+    solves its potential flows with its own LU (a block of the whole subgraph's when it has
+    at least ``BLOCK_MIN`` nodes, :func:`_potential_factor`; else factorised here and
+    cached). Measured on the make_moons n = 5000 path: a 12-user component held the whole
     residual of six certificates; searched with the other 43 000 edges it took 134–159
     iterations (150–200 ms), alone 7–11 (1.4–2.8 ms).
 
@@ -476,8 +505,6 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, potential, rtol, ma
     bounds = np.searchsorted(ecomp[order], np.arange(n_comp + 1))
     nodes_of = np.argsort(comp, kind="stable")
     first = np.searchsorted(comp[nodes_of], np.arange(n_comp + 1))
-    n_nodes = np.bincount(comp, minlength=n_comp)
-    big = n_nodes >= SHARED_FACTOR_SHARE * n_nodes[todo].sum() if todo.size else None
     local = np.empty(comp.size, np.int64)
     u = u.copy()
     iters = 0
@@ -499,8 +526,7 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, potential, rtol, ma
             local[nodes] = np.arange(nodes.size)
             sub_edges = local[edges.take(es, axis=0)]
             target = None if share is None else float(np.sqrt(max(share[c], 0.0)))
-            sub_potential = (_scattered(potential, nodes, es, G.shape) if big[c]
-                             else _potential_solver(nodes.size, sub_edges, w.take(es), lam)[0])
+            sub_potential = _potential_solver(nodes.size, sub_edges, w.take(es), lam)[0]
             up_c, low2_c, it_c, u_c, _ = _search(
                 np.ascontiguousarray(G.take(nodes, axis=0)), sub_edges, lam * w.take(es),
                 u.take(es, axis=0), np.ascontiguousarray(R.take(nodes, axis=0)), 0.0,
@@ -518,19 +544,6 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, potential, rtol, ma
         spare = atarget * atarget - up2.sum() + up2[missed].sum()
         share[missed] = spare * n_edges[missed] / n_edges[missed].sum()
     return float(np.sqrt(up2.sum())), float(np.sqrt(2 * low())), iters, u
-
-
-def _scattered(potential, nodes, es, shape):
-    """The potential flow of one component, ``R_C ↦ u_C``, from the whole fused subgraph's
-    solver (zero excess elsewhere)."""
-    from ._flow_kernels import put_rows
-
-    def flow(R_c):
-        R = np.zeros(shape)
-        put_rows(R, nodes, R_c)
-        return potential(R).take(es, axis=0)
-
-    return flow
 
 
 def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, atol, comp=None):

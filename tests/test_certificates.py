@@ -410,8 +410,8 @@ def test_flow_search_over_components_is_the_sum_of_its_parts(parts, lam, seed, t
     atol = 1e-13 * (1 + np.linalg.norm(G))
     for up, lo, _, u in (_min_residual(G, edges, w, lam, None, 1e-9, 50000, atarget),
                          _search_components(G, edges, w, lam, start,
-                                            flow_residual(G, edges, start), 0.0, comp, flow,
-                                            1e-9, 50000, atarget, atol)):
+                                            flow_residual(G, edges, start), 0.0, comp, 1e-9,
+                                            50000, atarget, atol)):
         assert np.all(np.linalg.norm(u, axis=1) <= lam * w * (1 + 1e-12))
         assert np.linalg.norm(flow_residual(G, edges, u)) == pytest.approx(up, rel=1e-9,
                                                                             abs=1e-12)
@@ -453,8 +453,8 @@ def test_the_component_search_leaves_settled_components_and_hands_over_when_conc
     assert _concentrated(R, comp, edges)
     assert not _concentrated(np.ones_like(R), comp, edges)
     target = 1e-3 * np.linalg.norm(R)
-    up, lo, _, u = _search_components(G, edges, w, lam, start, R, 0.0, comp, flow, 1e-9,
-                                      5000, target, 1e-13)
+    up, lo, _, u = _search_components(G, edges, w, lam, start, R, 0.0, comp, 1e-9, 5000,
+                                      target, 1e-13)
     np.testing.assert_array_equal(u[:len(e1)], start[:len(e1)])
     assert up <= target and lo <= up
     assert np.sum(flow_residual(G, edges, u)[small] ** 2) <= target ** 2
