@@ -227,8 +227,8 @@ BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) 
 
 
 def _potential_factor(n, edges, w):
-    """``(comp, counts, free, lu, clique_scale, blocks)`` for the fused subgraph with
-    weights ``w``.
+    """``(comp, counts, free, lu, clique_scale, blocks, size)`` for the fused subgraph with
+    weights ``w`` (``size``: 1 + the non-zeros of its LUs, its blocks' included).
 
     A component that is a complete graph with one weight ``w_k`` (a clique, as on complete
     uniform graphs) needs no factorisation: there ``L_w φ = −e`` with ``Σ e = 0`` is solved
@@ -247,17 +247,11 @@ def _potential_factor(n, edges, w):
     if hit is None:
         hit = _new_potential_factor(n, edges, w)
     _POTENTIAL_CACHE[key] = hit  # the most recent last
-    size = sum(map(_factor_size, _POTENTIAL_CACHE.values()))
+    size = sum(entry[6] for entry in _POTENTIAL_CACHE.values())
     while len(_POTENTIAL_CACHE) > 1 and (size > POTENTIAL_CACHE_NNZ
                                          or len(_POTENTIAL_CACHE) > POTENTIAL_CACHE_ENTRIES):
-        size -= _factor_size(_POTENTIAL_CACHE.pop(next(iter(_POTENTIAL_CACHE))))
+        size -= _POTENTIAL_CACHE.pop(next(iter(_POTENTIAL_CACHE)))[6]
     return hit
-
-
-def _factor_size(entry):
-    """Non-zeros held by a cache entry (its blocks' counted too), plus one."""
-    lu, blocks = entry[3], entry[5]
-    return 1 + (lu.nnz if lu is not None else 0) + sum(_factor_size(b) - 1 for _, b in blocks)
 
 
 def _new_potential_factor(n, edges, w):
@@ -289,7 +283,8 @@ def _new_potential_factor(n, edges, w):
         adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
         lu = factor_spd(lap[free][:, free])
-    return comp, counts, free, lu, clique_scale, blocks
+    size = 1 + (lu.nnz if lu is not None else 0) + sum(b[6] - 1 for _, b in blocks)
+    return comp, counts, free, lu, clique_scale, blocks, size
 
 
 def _potential_solver(n, edges, w, lam=1.0):
@@ -304,7 +299,7 @@ def _potential_solver(n, edges, w, lam=1.0):
     """
     from ._flow_kernels import centred_by_component, edge_flows, put_rows
 
-    comp, counts, free, lu, clique_scale, blocks = _potential_factor(n, edges, w)
+    comp, counts, free, lu, clique_scale, blocks, _ = _potential_factor(n, edges, w)
     cap = lam * w
     in_clique = clique_scale > 0
     free = np.flatnonzero(free)

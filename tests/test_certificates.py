@@ -107,13 +107,18 @@ def test_certificate_argument_errors():
         kkt_residual("nope", X)
 
 
-def test_potential_flow_moves_every_excess_to_its_component_mean():
+@pytest.mark.parametrize("block_min", [200, 3])
+def test_potential_flow_moves_every_excess_to_its_component_mean(block_min, monkeypatch):
     """The certificate's starting flow, on a fused subgraph mixing a uniform clique (closed
-    form, no factorisation), a clique with unequal weights and a path (sparse LU) and a
-    lone user: the residual is each component's mean, and the flow is the potential flow
+    form, no factorisation), a clique with unequal weights and a path (sparse LU: one for
+    both, or one each as blocks when components that small get their own) and a lone user:
+    the residual is each component's mean, and the flow is the potential flow
     ``u_e = c_e(φ_i − φ_j)`` with ``L_c φ = −(R − R̄)`` (dense pseudo-inverse here)."""
     from convexfl._flow_kernels import flow_residual
     from convexfl.certificates import _potential_solver
+
+    monkeypatch.setattr(certificates, "BLOCK_MIN", block_min)
+    certificates._POTENTIAL_CACHE.clear()
 
     rng = np.random.default_rng(0)
     clique = [(i, j) for i in range(5) for j in range(i + 1, 5)]
@@ -143,6 +148,23 @@ def test_potential_flow_moves_every_excess_to_its_component_mean():
     phi = -np.linalg.pinv(L) @ excess
     expected = (lam * w)[:, None] * (phi[edges[:, 0]] - phi[edges[:, 1]])
     np.testing.assert_allclose(u, expected, atol=1e-12)
+    blocks = certificates._potential_factor(n, edges, w)[5]
+    assert len(blocks) == (2 if block_min == 3 else 0)
+
+
+def test_a_component_keeps_its_factor_when_another_changes(monkeypatch):
+    """Along a path a merge elsewhere leaves a cluster's LU as it was: the fused subgraph
+    changes (a new entry), its unchanged component's block is the cached one."""
+    monkeypatch.setattr(certificates, "BLOCK_MIN", 3)
+    certificates._POTENTIAL_CACHE.clear()
+    path = [(0, 1), (1, 2), (2, 3)]
+    before = np.array(path + [(4, 5), (5, 6)], dtype=np.int64)
+    after = np.array(path + [(4, 5), (5, 6), (6, 7)], dtype=np.int64)  # user 7 joins
+    w1, w2 = np.linspace(1.0, 2.0, 5), np.r_[np.linspace(1.0, 2.0, 5), 3.0]
+    (nodes, first), other = certificates._potential_factor(8, before, w1)[5]
+    (nodes2, again), changed = certificates._potential_factor(8, after, w2)[5]
+    np.testing.assert_array_equal(nodes, nodes2)
+    assert again is first and changed[1] is not other[1]
 
 
 def _anisotropic_hessian(edges, n, d, scales, rng):
