@@ -204,8 +204,8 @@ def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, i
 _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU),
 # least recently used first; a colliding entry could only slow the search: both bounds are
 # evaluated from explicit flows
-POTENTIAL_CACHE_NNZ = 2 * 10**7  # the cached factors' non-zeros (~0.3 GB); the newest is kept
-POTENTIAL_CACHE_ENTRIES = 64
+POTENTIAL_CACHE_NNZ = 2 * 10**7  # the cached entries' sizes (~0.3 GB); the newest is kept
+POTENTIAL_CACHE_ENTRIES = 256
 
 
 def factor_spd(M):
@@ -228,7 +228,7 @@ BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) 
 
 def _potential_factor(n, edges, w):
     """``(comp, counts, free, lu, clique_scale, blocks, size)`` for the fused subgraph with
-    weights ``w`` (``size``: 1 + the non-zeros of its LUs, its blocks' included).
+    weights ``w`` (``size``: its nodes and the non-zeros of its LUs, its blocks' included).
 
     A component that is a complete graph with one weight ``w_k`` (a clique, as on complete
     uniform graphs) needs no factorisation: there ``L_w φ = −e`` with ``Σ e = 0`` is solved
@@ -239,9 +239,8 @@ def _potential_factor(n, edges, w):
     path most clusters outlive a merge elsewhere), and ``lu`` is the LU of the grounded
     Laplacian of the rest (``free`` nodes). Entries are cached (along a path only λ
     changes, and it only scales; a component searched alone has its own entry:
-    :func:`_search_components`), least recently used out first once the factors hold more
-    than ``POTENTIAL_CACHE_NNZ`` non-zeros (or there are more than
-    ``POTENTIAL_CACHE_ENTRIES``)."""
+    :func:`_search_components`), least recently used out first once their sizes add up to
+    more than ``POTENTIAL_CACHE_NNZ`` (or there are more than ``POTENTIAL_CACHE_ENTRIES``)."""
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.pop(key, None)
     if hit is None:
@@ -255,6 +254,7 @@ def _potential_factor(n, edges, w):
 
 
 def _new_potential_factor(n, edges, w):
+    """The entry of :func:`_potential_factor`, computed."""
     from ._flow_kernels import clique_components, masked_components
 
     comp, n_comp = masked_components(n, edges, np.ones(len(edges), np.bool_))
@@ -283,7 +283,7 @@ def _new_potential_factor(n, edges, w):
         adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
         lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
         lu = factor_spd(lap[free][:, free])
-    size = 1 + (lu.nnz if lu is not None else 0) + sum(b[6] - 1 for _, b in blocks)
+    size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
     return comp, counts, free, lu, clique_scale, blocks, size
 
 
