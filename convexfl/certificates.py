@@ -475,8 +475,9 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
     smallest first) are left as they are; every other one gets a share of the rest in
     proportion to its edges, is searched to it (the largest residual first), and the search
     stops once the sum decides the question. A component that cannot meet its share leaves
-    the others' unused shares to a second and third round. Without ``atarget`` every
-    component with a residual above ``atol`` is searched to ``rtol``."""
+    the others' unused shares to a second and third round. Without ``atarget`` the
+    components are searched to ``rtol``, but for those holding together at most
+    ``(rtol/10)²`` of ``‖R‖²`` (the smallest first)."""
     from ._flow_kernels import put_rows
 
     n_comp = int(comp.max()) + 1
@@ -486,14 +487,14 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
     up2 = r2.copy()  # each component's squared residual, attained by u
     low2 = 0.5 * np.where(n_edges == 0, r2, 0.0)  # ½-scaled; edgeless ones cannot change
     live = np.flatnonzero(n_edges > 0)
-    if atarget is None:
-        todo = live[r2[live] > atol * atol]
-        share = None
-    else:
-        S = atarget * atarget
-        by_size = live[np.argsort(r2[live])]
-        free = np.cumsum(r2[by_size]) <= FREE_SHARE * S
-        todo = by_size[~free]
+    by_size = live[np.argsort(r2[live])]
+    # left alone: the smallest residuals, up to a share of target² (of the residual² when
+    # searching to rtol: then they move the bounds' agreement by a hundredth of rtol)
+    S = None if atarget is None else atarget * atarget
+    alone = FREE_SHARE * S if S is not None else (0.1 * rtol) ** 2 * float(r2.sum())
+    todo = by_size[np.cumsum(r2[by_size]) > max(alone, atol * atol)]
+    share = None
+    if S is not None:
         share = (S - up2.sum() + up2[todo].sum()) * n_edges / max(n_edges[todo].sum(), 1)
     todo = todo[np.argsort(-r2[todo])]
     order = np.argsort(ecomp, kind="stable")
