@@ -430,6 +430,9 @@ def test_flow_search_over_components_is_the_sum_of_its_parts(parts, lam, seed, t
     start = project_flows(flow(G), lam * w)
     comp = _potential_factor(len(G), edges, w)[0]
     atol = 1e-13 * (1 + np.linalg.norm(G))
+    coarse = _search_components(G, edges, w, lam, start, flow_residual(G, edges, start), 0.0,
+                                comp, 1e-2, 50000, None, atol)
+    assert coarse[0] - coarse[1] <= 1e-2 * coarse[0] + atol
     for up, lo, _, u in (_min_residual(G, edges, w, lam, None, 1e-9, 50000, atarget),
                          _search_components(G, edges, w, lam, start,
                                             flow_residual(G, edges, start), 0.0, comp, 1e-9,
@@ -440,6 +443,7 @@ def test_flow_search_over_components_is_the_sum_of_its_parts(parts, lam, seed, t
         assert lo <= least_up * (1 + 1e-9) + 1e-12 and up >= least_lo * (1 - 1e-9) - 1e-12
         if atarget is None:
             assert up == pytest.approx(least_up, rel=1e-6, abs=1e-10)
+            assert up - lo <= 1e-9 * up + atol  # to rtol, though small components are skipped
         elif up <= atarget:
             assert least_lo <= atarget * (1 + 1e-9) + 1e-12
         elif lo > atarget:
