@@ -450,6 +450,31 @@ def test_flow_search_over_components_is_the_sum_of_its_parts(parts, lam, seed, t
             assert least_up > atarget * (1 - 1e-9)
 
 
+def _easy_and_hard_components():
+    """``(G, edges, w, lam, small)``: a 30-user component whose potential flow is feasible
+    and a 6-user one whose is not (13 projection steps alone to reach 2e-16)."""
+    _, e1, w1, _, G1 = _random_flow_problem(1, 30, 0.5, 0.4, 2, (1.0, 1.0))
+    _, e2, w2, _, G2 = _random_flow_problem(2, 6, 0.5, 0.8, 2, (1.0, 1.0))
+    G1 -= G1.mean(axis=0)  # zero residual reachable in both components
+    G2 -= G2.mean(axis=0)
+    G, edges, w = np.r_[G1, G2], np.r_[e1, e2 + 30], np.r_[w1, 0.03 * w2]
+    return G, edges, w, 10.0, np.arange(len(G)) >= 30
+
+
+def test_the_search_hands_over_to_the_component_that_holds_the_residual(monkeypatch):
+    """Once the residual sits in the small component, the search goes on there alone."""
+    from convexfl.certificates import _min_residual
+
+    G, edges, w, lam, _ = _easy_and_hard_components()
+    calls = []
+    alone = certificates._search_components
+    monkeypatch.setattr(certificates, "_search_components",
+                        lambda *args: calls.append(1) or alone(*args))
+    up, lo, _, _ = _min_residual(G, edges, w, lam, None, 1e-9, 5000)
+    assert calls == [1]
+    assert up - lo <= 1e-9 * up + 1e-12 and up < 1e-10
+
+
 def test_the_component_search_leaves_settled_components_and_hands_over_when_concentrated():
     """Of two components, the one whose residual fits in the budget keeps its flows; the
     other is searched to its share. The hand-over test fires when the residual sits in
@@ -462,25 +487,18 @@ def test_the_component_search_leaves_settled_components_and_hands_over_when_conc
         _search_components,
     )
 
-    _, e1, w1, _, G1 = _random_flow_problem(1, 30, 0.5, 0.4, 2, (1.0, 1.0))
-    _, e2, w2, _, G2 = _random_flow_problem(2, 6, 0.5, 0.8, 2, (1.0, 1.0))
-    G1 -= G1.mean(axis=0)  # zero residual reachable in both components
-    G2 -= G2.mean(axis=0)
-    # ample capacity in the big component (its potential flow is feasible), not in the
-    # small one (the projected potential flow leaves 0.33; 13 steps reach 2e-16 alone)
-    G, edges, w = np.r_[G1, G2], np.r_[e1, e2 + 30], np.r_[w1, 0.03 * w2]
-    lam = 10.0
+    G, edges, w, lam, small = _easy_and_hard_components()
     flow, _ = _potential_solver(len(G), edges, w, lam)
     comp = _potential_factor(len(G), edges, w)[0]
     start = project_flows(flow(G), lam * w)
     R = flow_residual(G, edges, start)
-    small = np.arange(len(G)) >= 30
+    n_big = int(np.sum(edges[:, 0] < 30))
     assert np.sum(R[~small] ** 2) < 1e-20 and np.sum(R[small] ** 2) > 1e-3
     assert _concentrated(R, comp, edges)
     assert not _concentrated(np.ones_like(R), comp, edges)
     target = 1e-3 * np.linalg.norm(R)
     up, lo, _, u = _search_components(G, edges, w, lam, start, R, 0.0, comp, 1e-9, 5000,
                                       target, 1e-13)
-    np.testing.assert_array_equal(u[:len(e1)], start[:len(e1)])
+    np.testing.assert_array_equal(u[:n_big], start[:n_big])
     assert up <= target and lo <= up
     assert np.sum(flow_residual(G, edges, u)[small] ** 2) <= target ** 2
