@@ -50,6 +50,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=5000, help="points (default 5000)")
     ap.add_argument("--runs", type=int, default=3, help="paths timed (default 3)")
     args = ap.parse_args(argv)
+    if args.n < 20:
+        ap.error(f"--n: expected at least 20 points (the kNN graph has 15 neighbours), got "
+                 f"{args.n}")
+    if args.runs < 1:
+        ap.error(f"--runs: expected at least 1, got {args.runs}")
     A, graph, lams = moons_instance(False, args.n)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 1.0)
     run_path(prob, lams[:3])  # warm-up
