@@ -450,11 +450,16 @@ def _best_by_component(starts, residuals, comp, edges):
     if len(starts) == 1:
         return starts[0], residuals[0]
     R = np.stack(residuals)
-    per = np.stack([np.bincount(comp, weights=np.einsum("ij,ij->i", r, r)) for r in R])
+    per = np.stack([_component_sq(r, comp) for r in R])
     pick = np.argmin(per, axis=0)
     rows = np.arange(comp.size)
     return (np.stack(starts)[pick[comp[edges[:, 0]]], np.arange(len(edges))],
             R[pick[comp], rows])
+
+
+def _component_sq(R, comp):
+    """``‖R_C‖²`` for every component ``C`` (labels ``0..K−1``, each with a node)."""
+    return np.bincount(comp, weights=np.einsum("ij,ij->i", R, R))
 
 
 FREE_SHARE = 0.1  # the components left alone hold at most this share of target²
@@ -483,7 +488,7 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
     n_comp = int(comp.max()) + 1
     ecomp = comp[edges[:, 0]]
     n_edges = np.bincount(ecomp, minlength=n_comp)
-    r2 = np.bincount(comp, weights=np.einsum("ij,ij->i", R, R), minlength=n_comp)
+    r2 = _component_sq(R, comp)
     up2 = r2.copy()  # each component's squared residual, attained by u
     low2 = 0.5 * np.where(n_edges == 0, r2, 0.0)  # ½-scaled; edgeless ones cannot change
     live = np.flatnonzero(n_edges > 0)
@@ -617,7 +622,7 @@ SPLIT_EDGE_SHARE = 1 / 3
 def _concentrated(R, comp, edges):
     """Whether the components holding 99 % of ``‖R‖²`` (the largest first) have less than
     ``SPLIT_EDGE_SHARE`` of the edges."""
-    r2 = np.bincount(comp, weights=np.einsum("ij,ij->i", R, R))
+    r2 = _component_sq(R, comp)
     order = np.argsort(-r2)
     k = int(np.searchsorted(np.cumsum(r2[order]), 0.99 * r2.sum())) + 1
     n_edges = np.bincount(comp[edges[:, 0]], minlength=r2.size)
