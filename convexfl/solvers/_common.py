@@ -62,6 +62,8 @@ SMALL_NEWTON = 300  # reduced Newton systems this small are dense and cheap at a
 POLISH_STEPS = 30  # Newton steps the polishes during the iterations may take at first...
 POLISH_STEPS_PER_CHECK = 10  # ...and more for each candidate checked (final polish: no limit)
 POLISH_DENSE_MAX = 1000  # larger dense Newton systems are polished only at the end
+REPOLISH_GAIN = 0.5  # a partition is polished again by a candidate whose residual is at
+# most this fraction of the least of its earlier candidates' (Certifier.__call__)
 COARSEN_FAILS = 3  # coarsening attempts that may fail before a solver stops trying
 REPAIR_ROUNDS = 8  # split-and-polish rounds of a partition repair (Certifier.repair)
 SATURATION_RTOL = 1e-3  # a flow within this of its capacity is saturated (split_saturated)
@@ -414,6 +416,7 @@ class Certifier:
         self.count = 0
         self.best = None  # (kkt, X, cert, certified flows, fuse_tol)
         self.last_polished = None  # hash of the last partition polished without success
+        self.polished_kkt = np.inf  # the least residual of its candidates so far
         self.last_seen = None  # hash of the partition at the last call of untried()
         self.coarse_k = prob.n_users  # clusters at the last coarsening attempt
         self.coarsen_fails = 0
@@ -464,8 +467,11 @@ class Certifier:
         may_polish = force_polish or (allowed and key != self.last_polished)
         ok = (not (may_polish and small)
               and self._certify(X, flows, self.tol).kkt_residual <= self.tol)
+        if not (ok or may_polish) and allowed:  # same partition, certified above
+            may_polish = self.last[1].kkt_residual <= REPOLISH_GAIN * self.polished_kkt
         if not ok and may_polish:
             self.last_polished = key
+            self.polished_kkt = np.inf
             if force_polish:
                 ok = self._polish_and_certify(labels, W, flows,
                                               certified=None if small else X)
@@ -477,6 +483,8 @@ class Certifier:
                                               certified=None if small else X)
         if self.best is None:  # the polish gave no finite candidate
             self._certify(X, flows, self.tol)
+        if key == self.last_polished:
+            self.polished_kkt = min(self.polished_kkt, self.last[1].kkt_residual)
         self.time += time.perf_counter() - start
         return ok
 

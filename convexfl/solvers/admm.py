@@ -291,13 +291,14 @@ def iterate(run, state, *, check_every, adaptive_rho, mu, tau_incr, coarsen, war
         if not finite:
             return False, it, hist, "iterations", "diverged (non-finite iterates)"
         worst = max(r_rel, s_rel, proxy)
-        if (it >= next_cert and worst <= trigger) \
-                or run.certifier.untried(state.fused_mask(), stable=True):
+        due = it >= next_cert and worst <= trigger
+        if due or run.certifier.untried(state.fused_mask(), stable=True):
             if run.certify(hist, it, *state.candidate()):
                 return True, it, hist, "iterations", ""
-            trigger = min(trigger, worst) / 10.0
-            next_cert = it + gap
-            gap = min(2 * gap, 2000)
+            if due:  # a new partition's check leaves the residuals' schedule alone
+                trigger = worst / 10.0
+                next_cert = it + gap
+                gap = min(2 * gap, 2000)
         if coarsen and run.coarsen(hist, it, *state.candidate()):
             return True, it, hist, "coarsening", ""
         if worst < 0.9 * best:
