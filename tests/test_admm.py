@@ -143,3 +143,49 @@ def test_polish_small_polishes_only_small_reduced_problems():
     assert small.kkt_residual == plain.kkt_residual
     with pytest.raises(TypeError, match="polish: expected True, False or 'small'"):
         cfl.solve(many, method="admm", polish="tiny")
+
+
+def test_a_new_partitions_check_leaves_the_residual_schedule_alone():
+    """Checks of new small partitions (``untried``) come whatever the residuals; they must
+    not lower the residuals' trigger or stretch the gap between its checks. Scripted: the
+    residuals fall tenfold every 100 iterations, twelve new partitions are offered first
+    and the candidate certifies once the residuals are below 1e-5 (from iteration 500).
+    When each offered check lowered the trigger tenfold, the first certificate came after
+    the trigger had reached 1e-14, at iteration 2120."""
+    from convexfl.solvers.admm import iterate
+
+    class Certifier:
+        offered = 0
+
+        def untried(self, fused, stable=False):
+            self.offered += 1
+            return self.offered <= 12
+
+    class Run:
+        tol, max_iter, certifier = 1e-6, 5000, Certifier()
+
+        def certify(self, hist, it, fused, X, flows):
+            hist["certify_at"].append(it)
+            return 10.0 ** (-it / 100) <= 1e-5
+
+        def coarsen(self, *args):
+            return False
+
+    class State:
+        it, rho = 0, 1.0
+
+        def step(self, n):
+            self.it += n
+            res = 10.0 ** (-self.it / 100)
+            return res, res, res, True
+
+        def fused_mask(self):
+            return np.zeros(1, bool)
+
+        def candidate(self):
+            return self.fused_mask(), np.zeros((2, 1)), np.zeros((1, 1))
+
+    converged, it, hist, _, _ = iterate(Run(), State(), check_every=10, adaptive_rho=False,
+                                        mu=10.0, tau_incr=2.0, coarsen=False, warm=False)
+    assert converged and 500 <= it <= 520, hist["certify_at"]
+    assert hist["certify_at"][:12] == list(range(10, 130, 10))

@@ -102,3 +102,40 @@ def test_auto_with_polish_false_does_not_repair():
     plain = cfl.solve(prob, method="auto", polish=False)
     assert plain.method == "ssnal" and plain.history["repair"]["rounds"] == 0
     assert plain.history["repair"]["kkt_residual"] is None  # nothing was certified
+
+
+def test_a_partition_is_polished_again_by_a_candidate_with_half_its_residual(monkeypatch):
+    """A partition polished without success is polished again only when a later candidate
+    on it has at most ``REPOLISH_GAIN`` times the least residual of its earlier candidates
+    (the polish merged two clusters that stay apart, say, and a candidate nearer the
+    solution is worth a second try). Here the polish is made to fail (it returns its start)
+    and ``tol`` is out of reach, so that every certificate fails and counts."""
+    from convexfl.solvers import _common
+    from convexfl.solvers._common import REPOLISH_GAIN, Certifier
+
+    calls = []
+
+    def failing_polish(prob, labels, W0, **options):
+        calls.append(1)
+        return np.asarray(labels), np.asarray(W0, float), False, 1
+
+    rng = np.random.default_rng(0)
+    A = np.r_[rng.normal(0, 0.1, (10, 2)), rng.normal(5, 0.1, (10, 2))]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(20), 0.05)
+    exact = cfl.solve(prob, tol=1e-10)
+    monkeypatch.setattr(_common, "polish", failing_polish)
+    fused = prob.graph.distances(exact.X) <= exact.fuse_tol
+    cert = Certifier(prob, 1e-14, polish=True)
+
+    direction = rng.standard_normal(exact.X.shape)
+
+    def offer(noise):
+        cert(fused, exact.X + noise * direction, exact.flows)
+        return cert.last[1].kkt_residual
+
+    first = offer(1e-3)
+    assert len(calls) == 1
+    assert REPOLISH_GAIN * first < offer(0.8e-3) < first  # better, not by half: no polish
+    assert len(calls) == 1
+    assert offer(1e-3 * REPOLISH_GAIN / 20) < REPOLISH_GAIN * first
+    assert len(calls) == 2
