@@ -278,6 +278,27 @@ def test_a_flow_slope_beyond_the_capacities_is_made_feasible_with_its_divergence
     assert over.max() > 1 + 1e-6
 
 
+def _two_cluster_stretch():
+    """make_moons n = 600, kNN 15: two clusters from λ = 4 to 10.5 (solutions at 4.5, 5),
+    where the difference of the certified flows exceeds ``w_e`` on some fused edge."""
+    from sklearn.datasets import make_moons
+
+    A, _ = make_moons(n_samples=600, noise=0.1, random_state=0)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 15, phi=2.0), 5.0)
+    s1 = cfl.solve(prob.with_lam(4.5), tol=1e-9)
+    s2 = cfl.solve(prob, tol=1e-9, warm_start=s1)
+    assert s1.n_clusters == s2.n_clusters == 2
+    return prob, s1, s2
+
+
+def _record_searches(monkeypatch):
+    from convexfl.solvers import _common
+
+    searched = []
+    monkeypatch.setattr(_common, "_feasible_slope", lambda *args: searched.append(1) and None)
+    return searched
+
+
 def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
     """``history["flow_slope"]`` says what became of the slope; after "not found" the
     next solve of the stretch keeps the difference without searching again."""
@@ -285,12 +306,11 @@ def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
 
     from convexfl.solvers import _common
 
-    prob, s1, s2 = _moons_stretch()
+    prob, s1, s2 = _two_cluster_stretch()
     raw = (s2.flows - s1.flows) / 0.5
     fused = prob.graph.distances(s2.X) <= s2.fuse_tol
-    searched = []
-    monkeypatch.setattr(_common, "_feasible_slope",
-                        lambda *args: searched.append(1) and None)
+    assert not _common._within(raw, prob, fused)
+    searched = _record_searches(monkeypatch)
     history = {}
     slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
     assert searched and history["flow_slope"] == "not found"
@@ -302,4 +322,65 @@ def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
     _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
                         certified_as_extrapolated=True)
     assert not searched and history["flow_slope"] == "difference"
-    assert fused.any()
+
+
+def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
+    """With three clusters or more in ``d ≥ 2`` the cluster directions turn with λ, so
+    even a feasible slope extrapolates to first order only: no search ("nonlinear"), the
+    difference is kept, also when the certificate took the extrapolation. In ``d = 1``
+    the flows are linear in λ at any cluster count, and the search is made (when the
+    difference exceeds ``w``)."""
+    from dataclasses import replace
+
+    from convexfl.solvers import _common
+
+    prob, s1, s2 = _moons_stretch()  # four clusters, d = 2
+    raw = (s2.flows - s1.flows) / 0.5
+    fused = prob.graph.distances(s2.X) <= s2.fuse_tol
+    assert not _common._within(raw, prob, fused)
+    searched = _record_searches(monkeypatch)
+    history = {}
+    slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
+    assert not searched and history["flow_slope"] == "nonlinear"
+    np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
+    with_slope = replace(s1, flow_slope=np.zeros_like(raw))  # not kept: the difference
+    slope = _common._flow_slope(prob, with_slope, s2.X, s2.flows, 1e-9, history,
+                                certified_as_extrapolated=True)
+    assert history["flow_slope"] == "difference"
+    np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
+
+    A = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2], [10.0], [10.1], [10.2]])
+    chain = cfl.graphs.from_edges([(i, i + 1) for i in range(8)],  # 3 groups, tied weakly
+                                  [10, 10, 1, 10, 10, 1, 10, 10])
+    line = cfl.SumOfNorms(cfl.losses.Quadratic(A), chain, 0.4)
+    t1 = cfl.solve(line.with_lam(0.3), tol=1e-10)
+    t2 = cfl.solve(line, tol=1e-10, warm_start=t1)
+    assert t1.n_clusters == t2.n_clusters == 3
+    monkeypatch.setattr(_common, "_within", lambda *args: False)
+    _common._flow_slope(line, t1, t2.X, t2.flows, 1e-9, history)
+    assert searched and history["flow_slope"] == "not found"
+
+
+def test_a_linear_stretch_keeps_its_slope_when_the_extrapolation_certifies():
+    """Where the flows are linear in λ (two clusters) and the certificate took the
+    extrapolation ``u + (λ − λ_a) v`` (no flow iterations), the next λ extrapolates with
+    the same ``v`` ("kept"). The difference of the two certified flows would carry the
+    certificate's one-off correction of the extrapolation into every later λ; measured on
+    the make_moons n = 5000 path, every other two-cluster certificate then needed a
+    projection step (6.7 against 2.9 ms)."""
+    from dataclasses import replace
+
+    from convexfl.solvers import _common
+
+    prob, s1, s2 = _two_cluster_stretch()
+    v = np.full_like(s2.flows, 0.25)
+    warm = replace(s1, flow_slope=v)
+    history = {}
+    kept = _common._flow_slope(prob, warm, s2.X, s2.flows, 1e-9, history,
+                               certified_as_extrapolated=True)
+    assert kept is v and history["flow_slope"] == "kept"
+    raw = (s2.flows - s1.flows) / 0.5
+    again = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
+                                certified_as_extrapolated=True)  # no slope before: difference
+    np.testing.assert_allclose(again, raw, rtol=1e-12, atol=1e-12)
+    assert history["flow_slope"] == "difference"

@@ -75,9 +75,11 @@ class Solution:
         ``(flows − flows_warm)/(λ − λ_warm)`` when the solve was warm-started from a
         solution with the same partition at another λ: a warm start taken from this solution
         extrapolates its flows linearly in λ (a path's next certificate then starts close).
-        Where that difference exceeds ``w_e`` on a fused edge and the certificate needed
-        iterations, a slope with the same divergence within ``w_e`` replaces it when one is
-        found (``history["flow_slope"]``), so the extrapolations stay within capacity.
+        Where the flows are linear in λ (two clusters, or ``d = 1``): the warm start's own
+        slope when the certificate took its extrapolation as it was; else, where the
+        difference exceeds ``w_e`` on a fused edge, a slope with the same divergence within
+        ``w_e`` when one is found, so the extrapolations stay within capacity
+        (``history["flow_slope"]`` says which).
     graph : Graph or None
         The problem's graph (for :meth:`labels` on sparse graphs).
     """
