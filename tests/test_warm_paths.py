@@ -247,37 +247,6 @@ def _moons_stretch():
     return prob, s1, s2
 
 
-def test_a_flow_slope_beyond_the_capacities_is_made_feasible_with_its_divergence():
-    """On a kept partition the finite difference of certified flows exceeds ``w_e`` on
-    some fused edges (by 19 % here), so its extrapolations would be clipped. The feasible
-    slope has the same divergence (to ``target / (10 λ)``) within ``w``, so every
-    extrapolation ``u + (λ' − λ) v`` stays within ``λ' w`` and balances as the difference
-    does."""
-    from convexfl._flow_kernels import flow_residual
-    from convexfl.solvers._common import _feasible_slope
-
-    prob, s1, s2 = _moons_stretch()
-    g = prob.graph
-    raw = (s2.flows - s1.flows) / 0.5
-    fused = g.distances(s2.X) <= s2.fuse_tol
-    ratio = np.linalg.norm(raw, axis=1) / g.weights
-    assert ratio[fused].max() > 1.1
-    target = 1e-9 * (1 + s2.certificate.grad_norm)
-    v = _feasible_slope(prob, fused, raw, target)
-    assert v is not None
-    assert np.all(np.linalg.norm(v[fused], axis=1) <= g.weights[fused] * (1 + 1e-12))
-    np.testing.assert_array_equal(v[~fused], raw[~fused])
-    zero = np.zeros_like(s2.X)
-    gap = flow_residual(zero, g.edges[fused], v[fused] - raw[fused])
-    assert np.linalg.norm(gap) <= target / (10 * prob.lam)
-    for lam in (6.0, 7.5, 9.0):  # the fused edges' (the cut's are fixed by X)
-        u = (s2.flows + (lam - prob.lam) * v)[fused]
-        assert np.all(np.linalg.norm(u, axis=1) <= lam * g.weights[fused] * (1 + 1e-9))
-    # the difference itself would not stay within: at λ' = 9 some fused edge is over
-    over = np.linalg.norm((s2.flows + 3.5 * raw)[fused], axis=1) / (9.0 * g.weights[fused])
-    assert over.max() > 1 + 1e-6
-
-
 def _two_cluster_stretch():
     """make_moons n = 600, kNN 15: two clusters from λ = 4 to 10.5 (solutions at 4.5, 5),
     where the difference of the certified flows exceeds ``w_e`` on some fused edge."""
@@ -291,11 +260,53 @@ def _two_cluster_stretch():
     return prob, s1, s2
 
 
+def _residual(prob, X, flows):
+    from convexfl._flow_kernels import flow_residual
+
+    return flow_residual(np.ascontiguousarray(prob.loss.grad(X)), prob.graph.edges,
+                         np.ascontiguousarray(flows))
+
+
+def test_an_exact_flow_slope_keeps_the_residual_along_a_two_cluster_stretch():
+    """On a kept two-cluster partition the exact flows move linearly in λ. The difference
+    of two certified flows exceeds ``w_e`` on some fused edge (so its extrapolations would
+    be clipped) and its divergence is off by the change of their residuals. The exact
+    slope is within ``w`` there, matches the difference off the fused edges, and its
+    extrapolation ``u + (λ' − λ) v`` to λ' = 6, 8, 10 is within ``λ' w`` and leaves the
+    residual ``∇f(X(λ')) + Bᵀu`` at the level of the certified one at λ; the difference's
+    extrapolation does not stay there."""
+    from convexfl.solvers._common import _exact_slope
+
+    prob, s1, s2 = _two_cluster_stretch()
+    g = prob.graph
+    raw = (s2.flows - s1.flows) / 0.5
+    fused = g.distances(s2.X) <= s2.fuse_tol
+    assert (np.linalg.norm(raw, axis=1) / g.weights)[fused].max() > 1.1
+    target = 1e-9 * (1 + s2.certificate.grad_norm)
+    v = _exact_slope(prob, s1, s2.X, s2.flows, fused, raw, target)
+    assert v is not None
+    assert np.all(np.linalg.norm(v[fused], axis=1) <= g.weights[fused] * (1 + 1e-12))
+    np.testing.assert_array_equal(v[~fused], raw[~fused])
+    here = np.linalg.norm(_residual(prob, s2.X, s2.flows))
+    assert here <= target
+    worst, worst_raw = 0.0, 0.0
+    for lam in (6.0, 8.0, 10.0):
+        later = cfl.solve(prob.with_lam(lam), tol=1e-12, warm_start=s2)
+        assert later.n_clusters == 2
+        u = s2.flows + (lam - prob.lam) * v
+        assert np.all(np.linalg.norm(u, axis=1) <= lam * g.weights * (1 + 1e-9))
+        worst = max(worst, np.linalg.norm(_residual(prob, later.X, u)))
+        u_raw = s2.flows + (lam - prob.lam) * raw
+        worst_raw = max(worst_raw, np.linalg.norm(_residual(prob, later.X, u_raw)))
+    assert worst <= here + target / 10
+    assert worst_raw > 10 * worst  # 24× here
+
+
 def _record_searches(monkeypatch):
     from convexfl.solvers import _common
 
     searched = []
-    monkeypatch.setattr(_common, "_feasible_slope", lambda *args: searched.append(1) and None)
+    monkeypatch.setattr(_common, "_exact_slope", lambda *args: searched.append(1) and None)
     return searched
 
 
@@ -308,8 +319,6 @@ def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
 
     prob, s1, s2 = _two_cluster_stretch()
     raw = (s2.flows - s1.flows) / 0.5
-    fused = prob.graph.distances(s2.X) <= s2.fuse_tol
-    assert not _common._within(raw, prob, fused)
     searched = _record_searches(monkeypatch)
     history = {}
     slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
@@ -319,34 +328,29 @@ def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
     failed = replace(s1, history={"flow_slope": "not found"})
     _common._flow_slope(prob, failed, s2.X, s2.flows, 1e-9, history)
     assert not searched and history["flow_slope"] == "not found"
-    _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
-                        certified_as_extrapolated=True)
-    assert not searched and history["flow_slope"] == "difference"
 
 
 def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
     """With three clusters or more in ``d ≥ 2`` the cluster directions turn with λ, so
-    even a feasible slope extrapolates to first order only: no search ("nonlinear"), the
-    difference is kept, also when the certificate took the extrapolation. In ``d = 1``
-    the flows are linear in λ at any cluster count, and the search is made (when the
-    difference exceeds ``w``)."""
+    even an exact slope extrapolates to first order only: no search, the difference is
+    kept ("difference"), also when the warm start had a slope and the certificate took
+    its extrapolation. In ``d = 1`` the flows are linear in λ at any cluster count, and
+    the search is made."""
     from dataclasses import replace
 
     from convexfl.solvers import _common
 
     prob, s1, s2 = _moons_stretch()  # four clusters, d = 2
     raw = (s2.flows - s1.flows) / 0.5
-    fused = prob.graph.distances(s2.X) <= s2.fuse_tol
-    assert not _common._within(raw, prob, fused)
     searched = _record_searches(monkeypatch)
     history = {}
     slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
-    assert not searched and history["flow_slope"] == "nonlinear"
+    assert not searched and history["flow_slope"] == "difference"
     np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
-    with_slope = replace(s1, flow_slope=np.zeros_like(raw))  # not kept: the difference
+    with_slope = replace(s1, flow_slope=np.zeros_like(raw))
     slope = _common._flow_slope(prob, with_slope, s2.X, s2.flows, 1e-9, history,
                                 certified_as_extrapolated=True)
-    assert history["flow_slope"] == "difference"
+    assert not searched and history["flow_slope"] == "difference"
     np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
 
     A = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2], [10.0], [10.1], [10.2]])
@@ -356,31 +360,26 @@ def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
     t1 = cfl.solve(line.with_lam(0.3), tol=1e-10)
     t2 = cfl.solve(line, tol=1e-10, warm_start=t1)
     assert t1.n_clusters == t2.n_clusters == 3
-    monkeypatch.setattr(_common, "_within", lambda *args: False)
     _common._flow_slope(line, t1, t2.X, t2.flows, 1e-9, history)
     assert searched and history["flow_slope"] == "not found"
 
 
-def test_a_linear_stretch_keeps_its_slope_when_the_extrapolation_certifies():
+def test_a_linear_stretch_keeps_its_slope_when_the_extrapolation_certifies(monkeypatch):
     """Where the flows are linear in λ (two clusters) and the certificate took the
     extrapolation ``u + (λ − λ_a) v`` (no flow iterations), the next λ extrapolates with
-    the same ``v`` ("kept"). The difference of the two certified flows would carry the
-    certificate's one-off correction of the extrapolation into every later λ; measured on
-    the make_moons n = 5000 path, every other two-cluster certificate then needed a
-    projection step (6.7 against 2.9 ms)."""
+    the same ``v`` ("kept"), with no search; without a slope before, the exact one is
+    searched for."""
     from dataclasses import replace
 
     from convexfl.solvers import _common
 
     prob, s1, s2 = _two_cluster_stretch()
     v = np.full_like(s2.flows, 0.25)
-    warm = replace(s1, flow_slope=v)
+    searched = _record_searches(monkeypatch)
     history = {}
-    kept = _common._flow_slope(prob, warm, s2.X, s2.flows, 1e-9, history,
-                               certified_as_extrapolated=True)
-    assert kept is v and history["flow_slope"] == "kept"
-    raw = (s2.flows - s1.flows) / 0.5
-    again = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
-                                certified_as_extrapolated=True)  # no slope before: difference
-    np.testing.assert_allclose(again, raw, rtol=1e-12, atol=1e-12)
-    assert history["flow_slope"] == "difference"
+    kept = _common._flow_slope(prob, replace(s1, flow_slope=v), s2.X, s2.flows, 1e-9,
+                               history, certified_as_extrapolated=True)
+    assert kept is v and history["flow_slope"] == "kept" and not searched
+    _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
+                        certified_as_extrapolated=True)
+    assert searched and history["flow_slope"] == "not found"

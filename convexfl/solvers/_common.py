@@ -70,7 +70,7 @@ SATURATION_RTOL = 1e-3  # a flow within this of its capacity is saturated (split
 REPAIR_FLOW_RTOL = 0.1  # the split's flows: upper and lower bound within this of each other
 REPAIR_FLOW_ITER = 5000  # ...within this many flow iterations (kkt_residual's default)
 REPAIR_PROGRESS = 0.5  # a repair stops when a round does not reduce the residual this much
-SLOPE_FLOW_ITER = 50  # flow iterations to make a flow slope feasible (_feasible_slope)
+SLOPE_FLOW_ITER = 50  # flow iterations of the search for an exact flow slope (_exact_slope)
 REPAIR_NEWTON_STEPS = 30  # Newton steps of each polish in a repair round
 
 
@@ -193,76 +193,74 @@ def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, target, histo
     λ's extrapolation (:func:`_moved_flows`). ``history["flow_slope"]`` says which:
 
     - "kept": ``warm.flow_slope``, where the flows are linear in λ on the partition (two
-      clusters, or ``d = 1``: see :func:`_feasible_slope`) and the certificate took the
-      extrapolation as it was (no flow iterations). The difference below would carry the
-      certificate's one-off correction of the extrapolation into every later λ (measured
-      on the make_moons n = 5000 path: every other two-cluster certificate then needed a
-      projection step, 6.7 against 2.9 ms);
-    - "difference": ``(flows − flows_warm)/(λ − λ_warm)``, where the certificate took the
-      extrapolation or the difference is within the capacities ``w`` on the fused edges;
-    - "nonlinear": the difference, where the flows are not linear in λ (three clusters or
-      more in ``d ≥ 2``: the extrapolation of even a feasible slope is first order only.
-      Measured on that path at six clusters, λ = 5.8–7.4: each search took 45–65 ms, and
-      the certificate after it one projection step, 15 ms, instead of two to five, 20–40 ms);
-    - "feasible": the difference made feasible on the fused edges (:func:`_feasible_slope`,
-      to ``target``);
-    - "not found": the difference, where that search failed at this λ or earlier on this
-      stretch (it is not repeated)."""
+      clusters, or ``d = 1``) and the certificate took the extrapolation as it was (no
+      flow iterations);
+    - "exact": where they are linear otherwise, a slope ``v`` whose divergence is that of
+      the exact flows, ``−dG/dλ`` (:func:`_exact_slope`), within the capacities ``w``
+      on the fused edges, so the extrapolations of the whole stretch keep the residual
+      ``G + Bᵀu`` of this λ. The difference of two certified flows is off by the change of
+      their residuals over ``λ − λ_warm``: measured on the make_moons n = 5000
+      two-cluster stretch, its extrapolation's residual grew by 0.75 of the certificate's
+      target per step of 0.2, so every other certificate needed a projection step;
+    - "not found": the difference below, where that search failed at this λ or earlier
+      on this stretch (it is not repeated);
+    - "difference": ``(flows − flows_warm)/(λ − λ_warm)``, where the flows are not linear
+      in λ (three clusters or more in ``d ≥ 2``: the extrapolation of even an exact slope
+      is first order only; measured on that path at six clusters, λ = 5.8–7.4, each search
+      took 45–65 ms, and the certificate after it one projection step, 15 ms, instead of
+      two to five, 20–40 ms)."""
     if warm is None or flows is None or not _comparable(prob, warm):
         return None
     fused = _fused_edges(prob, X)
     if not np.array_equal(_fused_edges(prob, warm.X), fused):
         return None
     slope = (flows - warm.flows) / (prob.lam - warm.lam)
+    linear = prob.dim == 1 or components(prob.n_users, prob.graph.edges, fused).max() == 1
+    if not linear:
+        history["flow_slope"] = "difference"
+        return slope
     if warm.history.get("flow_slope") == "not found":  # this stretch: searched in vain
         history["flow_slope"] = "not found"
         return slope
-    linear = prob.dim == 1 or components(prob.n_users, prob.graph.edges, fused).max() == 1
-    if certified_as_extrapolated and linear and warm.flow_slope is not None:
+    if certified_as_extrapolated and warm.flow_slope is not None:
         history["flow_slope"] = "kept"
         return warm.flow_slope
-    if certified_as_extrapolated or _within(slope, prob, fused):
-        history["flow_slope"] = "difference"
-        return slope
-    if not linear:
-        history["flow_slope"] = "nonlinear"
-        return slope
-    feasible = _feasible_slope(prob, fused, slope, target)
-    history["flow_slope"] = "not found" if feasible is None else "feasible"
-    return slope if feasible is None else feasible
+    exact = _exact_slope(prob, warm, X, flows, fused, slope, target)
+    history["flow_slope"] = "not found" if exact is None else "exact"
+    return slope if exact is None else exact
 
 
-def _within(slope, prob, fused):
-    """``‖slope_e‖ ≤ w_e`` (to rounding) on the fused edges."""
-    at = np.flatnonzero(fused)
-    s_at = slope.take(at, axis=0)
-    return bool(np.all(np.einsum("ij,ij->i", s_at, s_at)
-                       <= (prob.graph.weights[at] * (1 + 1e-12)) ** 2))
+def _exact_slope(prob: SumOfNorms, warm: Solution, X, flows, fused, slope, target):
+    """A slope ``v`` with ``‖v_e‖ ≤ w_e`` on the fused edges whose divergence there is that
+    of the exact flows' rate of change, to within ``target / (10 λ)``; ``None`` when none
+    is found.
 
-
-def _feasible_slope(prob: SumOfNorms, fused, slope, target):
-    """A slope ``v`` with the divergence of ``slope`` on the fused edges to within
-    ``target / (10 λ)`` and ``‖v_e‖ ≤ w_e`` there, or ``None`` when none is found.
-
-    Why: on a kept partition the flows a certificate needs are ``u(λ) = u_a + (λ − λ_a) v``
-    to first order (the cut's flows and the gradients move with λ; for two clusters, or in
-    d = 1, exactly). With ``‖v_e‖ ≤ w_e`` every such flow is within the capacities,
-    ``‖u_a + (λ − λ_a) v_e‖ ≤ λ_a w_e + (λ − λ_a) w_e``, so the extrapolation needs no
-    projection at any later λ of the stretch. A finite difference of certified flows need
-    not be: measured on the make_moons n = 5000 two-cluster stretch, ``max ‖s_e‖/w_e`` was
-    1.05–1.19, and each extrapolation was clipped, then corrected by 0–2 projection steps;
-    ``min ‖Bᵀ(v − s)‖`` over ``‖v_e‖ ≤ w_e`` is 3·10⁻¹⁵ there, found in 2 steps. The search
-    (:func:`~convexfl.certificates._min_residual`, the certificate's factor) is run only
-    when the slope exceeds ``w``. Its residual adds ``(λ − λ_a)‖Bᵀ(v − s)‖`` to the
-    extrapolations' residuals, so ``target`` (the certificate's, absolute) over ``10 λ``
-    keeps them within a tenth of it over a stretch as long as λ itself."""
+    On a kept partition the certificate's fixed part ``G(λ) = ∇f(X(λ)) + Bᵀu_cut(λ)`` (the
+    cut's flows are ``λ w_e s_e``) moves with λ, and the flows balancing it move as
+    ``u(λ) = u_a + (λ − λ_a) v`` with ``B_F v = −dG/dλ`` on the fused edges ``F`` — to
+    first order, exactly when ``X(λ)`` is affine (two clusters, or ``d = 1``, where no
+    cluster direction turns). With ``‖v_e‖ ≤ w_e`` every such flow is within the
+    capacities, ``‖u_a + (λ − λ_a) v_e‖ ≤ λ_a w_e + (λ − λ_a) w_e``, and the residual
+    ``R = G + Bᵀu`` stays what it is at ``λ_a``. The difference ``s`` of two certified
+    flows has ``B_F s = −ΔG/Δλ + ΔR/Δλ``: its divergence is off by the change of the
+    residuals, so the target divergence is ``B_F s − ΔR/Δλ`` (computed from both solutions'
+    ``R``), and ``v`` comes from the certificate's flow search
+    (:func:`~convexfl.certificates._min_residual`, on its cached factor) started at ``s``.
+    Its residual adds ``(λ − λ_a)‖B_F(v − v*)‖`` to the extrapolations', so ``target``
+    (the certificate's, absolute) over ``10 λ`` keeps them within a tenth of it over a
+    stretch as long as λ itself."""
     from .._flow_kernels import flow_residual
     from ..certificates import _min_residual
+
+    def residual(sol_X, sol_flows):
+        grad = np.ascontiguousarray(prob.loss.grad(sol_X), dtype=float)
+        return flow_residual(grad, prob.graph.edges, np.ascontiguousarray(sol_flows))
 
     at = np.flatnonzero(fused)
     edges = prob.graph.edges.take(at, axis=0)
     s_at = slope.take(at, axis=0)
-    div = flow_residual(np.zeros((prob.n_users, prob.dim)), edges, s_at)
+    drift = (residual(X, flows) - residual(warm.X, warm.flows)) / (prob.lam - warm.lam)
+    div = flow_residual(-drift, edges, s_at)  # B_F s − ΔR/Δλ
     goal = target / (10 * max(prob.lam, 1.0))
     up, _, _, v = _min_residual(-div, edges, prob.graph.weights[at], 1.0, s_at, 1e-3,
                                 SLOPE_FLOW_ITER, goal)
