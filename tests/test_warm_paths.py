@@ -362,6 +362,13 @@ def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
     assert t1.n_clusters == t2.n_clusters == 3
     _common._flow_slope(line, t1, t2.X, t2.flows, 1e-9, history)
     assert searched and history["flow_slope"] == "not found"
+    searched.clear()  # no fused edge (every user its own cluster): nothing to search
+    apart = cfl.SumOfNorms(cfl.losses.Quadratic(A), chain, 1e-3)
+    a1 = cfl.solve(apart, tol=1e-10)
+    a2 = cfl.solve(apart.with_lam(2e-3), tol=1e-10, warm_start=a1)
+    assert a1.n_clusters == a2.n_clusters == 9
+    _common._flow_slope(apart.with_lam(2e-3), a1, a2.X, a2.flows, 1e-9, history)
+    assert not searched and history["flow_slope"] == "difference"
 
 
 def test_a_linear_stretch_keeps_its_slope_when_the_extrapolation_certifies(monkeypatch):

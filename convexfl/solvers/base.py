@@ -72,14 +72,14 @@ class Solution:
     flows : ndarray (E, d) or None
         Edge flows ``u_ij = λ w_ij s_ij`` from the solver's duals, when it has them.
     flow_slope : ndarray (E, d) or None
-        ``(flows − flows_warm)/(λ − λ_warm)`` when the solve was warm-started from a
-        solution with the same partition at another λ: a warm start taken from this solution
+        The slope of the flows in λ when the solve was warm-started from a solution with
+        the same partition at another λ: a warm start taken from this solution
         extrapolates its flows linearly in λ (a path's next certificate then starts close).
-        Where the flows are linear in λ (two clusters, or ``d = 1``): the warm start's own
-        slope when the certificate took its extrapolation as it was; else, where the
-        difference exceeds ``w_e`` on a fused edge, a slope with the same divergence within
-        ``w_e`` when one is found, so the extrapolations stay within capacity
-        (``history["flow_slope"]`` says which).
+        Where the flows are linear in λ (two clusters, or ``d = 1``) it is exact: within
+        ``w_e`` on the fused edges, with the divergence of the exact flows' rate of change,
+        so the extrapolations stay within capacity and keep the residual; elsewhere the
+        difference ``(flows − flows_warm)/(λ − λ_warm)`` (``history["flow_slope"]`` says
+        which).
     graph : Graph or None
         The problem's graph (for :meth:`labels` on sparse graphs).
     """
