@@ -139,3 +139,40 @@ def test_a_partition_is_polished_again_by_a_candidate_with_half_its_residual(mon
     assert len(calls) == 1
     assert offer(1e-3 * REPOLISH_GAIN / 20) < REPOLISH_GAIN * first
     assert len(calls) == 2
+
+
+def test_a_small_reduced_problem_gets_its_own_polish_steps(monkeypatch):
+    """Polishes during the iterations share a budget of Newton steps; a small reduced
+    problem (``K·d ≤ SMALL_NEWTON``) may take at least ``SMALL_POLISH_STEPS`` whatever is
+    left of it, and its steps still count; a larger one gets what is left."""
+    from convexfl.solvers import _common
+    from convexfl.solvers._common import (
+        POLISH_STEPS,
+        POLISH_STEPS_PER_CHECK,
+        SMALL_NEWTON,
+        SMALL_POLISH_STEPS,
+        Certifier,
+    )
+
+    limits = []
+
+    def failing_polish(prob, labels, W0, *, max_steps=None, **options):
+        limits.append(max_steps)
+        return np.asarray(labels), np.asarray(W0, float), False, 45
+
+    monkeypatch.setattr(_common, "polish", failing_polish)
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((60, 6))  # 60 clusters × d = 6 = 360 > SMALL_NEWTON unknowns
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.complete(60), 1e-3)
+    assert 60 * 6 > SMALL_NEWTON
+    cert = Certifier(prob, 1e-14, polish=True)
+    none = np.zeros(prob.graph.n_edges, bool)
+    two = np.zeros_like(none)
+    two[prob.graph.edges[:, 0] < 30] = True  # users 0..29 joined to everyone: one cluster
+    two &= prob.graph.edges[:, 1] < 30
+    cert(none, A, None)  # 60 clusters: the shared budget, 30 + 10 for this check
+    assert limits == [POLISH_STEPS + POLISH_STEPS_PER_CHECK]
+    cert(two, A, None)  # 31 clusters × 6 = 186 unknowns: small
+    assert limits[1] == max(POLISH_STEPS + 2 * POLISH_STEPS_PER_CHECK - 45,
+                            SMALL_POLISH_STEPS)
+    assert cert.polish_steps == 90
