@@ -235,29 +235,23 @@ def test_auto_treats_a_warm_start_at_lambda_zero_as_the_cold_start():
     assert informed.stage == "warm partition" or "admm_warm_up" not in informed.history
 
 
-def _moons_stretch():
-    """make_moons n = 400, kNN 10: four clusters from λ = 4.5 to 9 (solutions at 5, 5.5)."""
+def _moons_stretch(n=400, k=10, lams=(5.0, 5.5), clusters=4):
+    """Two solutions on one partition of make_moons (``n`` points, kNN ``k``, φ = 2), at
+    ``lams``. n = 400, kNN 10: four clusters from λ = 4.5 to 9. n = 600, kNN 15 at 4.5 and
+    5 (:func:`_two_cluster_stretch`): two clusters from λ = 4 to 10.5, where the difference
+    of the certified flows exceeds ``w_e`` on some fused edge."""
     from sklearn.datasets import make_moons
 
-    A, _ = make_moons(n_samples=400, noise=0.1, random_state=0)
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10, phi=2.0), 5.5)
-    s1 = cfl.solve(prob.with_lam(5.0), tol=1e-9)
+    A, _ = make_moons(n_samples=n, noise=0.1, random_state=0)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, k, phi=2.0), lams[1])
+    s1 = cfl.solve(prob.with_lam(lams[0]), tol=1e-9)
     s2 = cfl.solve(prob, tol=1e-9, warm_start=s1)
-    assert s1.n_clusters == s2.n_clusters == 4
+    assert s1.n_clusters == s2.n_clusters == clusters
     return prob, s1, s2
 
 
 def _two_cluster_stretch():
-    """make_moons n = 600, kNN 15: two clusters from λ = 4 to 10.5 (solutions at 4.5, 5),
-    where the difference of the certified flows exceeds ``w_e`` on some fused edge."""
-    from sklearn.datasets import make_moons
-
-    A, _ = make_moons(n_samples=600, noise=0.1, random_state=0)
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 15, phi=2.0), 5.0)
-    s1 = cfl.solve(prob.with_lam(4.5), tol=1e-9)
-    s2 = cfl.solve(prob, tol=1e-9, warm_start=s1)
-    assert s1.n_clusters == s2.n_clusters == 2
-    return prob, s1, s2
+    return _moons_stretch(600, 15, (4.5, 5.0), 2)
 
 
 def _residual(prob, X, flows):
