@@ -207,10 +207,10 @@ def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, target, histo
       on this stretch (it is not repeated);
     - "difference": ``(flows − flows_warm)/(λ − λ_warm)``, where no edge is fused (every
       flow is then ``λ w_e s_e``) or the flows are not linear in λ (three clusters or
-      more in ``d ≥ 2``: the extrapolation of even an exact slope
-      is first order only; measured on that path at six clusters, λ = 5.8–7.4, each search
-      took 45–65 ms, and the certificate after it one projection step, 15 ms, instead of
-      two to five, 20–40 ms)."""
+      more in ``d ≥ 2``: the extrapolation of even an exact slope is first order only;
+      measured on that path at six clusters, λ = 5.8–7.4, each search took 45–65 ms, and
+      the certificate after it one projection step, 15 ms, instead of two to five,
+      20–40 ms)."""
     if warm is None or flows is None or not _comparable(prob, warm):
         return None
     fused = _fused_edges(prob, X)
