@@ -201,7 +201,7 @@ def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, i
                        int(fused.sum()), gn, iters, u)
 
 
-_POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → (components, sizes, free mask, LU),
+_POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → the entry of _potential_factor,
 # least recently used first; a colliding entry could only slow the search: both bounds are
 # evaluated from explicit flows
 POTENTIAL_CACHE_NNZ = 2 * 10**7  # the cached entries' sizes (~0.3 GB); the newest is kept
