@@ -14,8 +14,11 @@ import numpy as np
 
 
 def as_float_array(value, name: str, *, ndim: int | tuple[int, ...] | None = None,
-                   allow_empty: bool = False) -> np.ndarray:
-    """Return ``value`` as a finite float64 array, or raise naming ``name``."""
+                   allow_empty: bool = False, copy: bool = True) -> np.ndarray:
+    """Return ``value`` as a finite float64 array, or raise naming ``name``.
+
+    ``copy=False``: a C-contiguous float64 ``value`` is returned as it is, not copied (for
+    callers that only read it)."""
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
@@ -33,7 +36,7 @@ def as_float_array(value, name: str, *, ndim: int | tuple[int, ...] | None = Non
                 f"got shape {arr.shape}")
     if arr.size == 0 and not allow_empty:
         raise ValueError(f"{name}: is empty (shape {arr.shape})")
-    arr = arr.astype(np.float64, copy=True)
+    arr = arr.astype(np.float64) if copy else np.asarray(arr, dtype=np.float64, order="C")
     if not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name}: contains {bad} NaN or infinite value(s)")
@@ -112,9 +115,11 @@ def check_labels_pm1(y: np.ndarray, name: str = "y") -> None:
         raise ValueError(f"{name}: labels must be -1 or +1 for this loss, found {vals.tolist()}")
 
 
-def check_matrix_rows(X: np.ndarray, n_rows: int, dim: int, name: str = "X") -> np.ndarray:
-    """Check an (N, d) iterate and return it as float64."""
-    X = as_float_array(X, name, ndim=2)
+def check_matrix_rows(X: np.ndarray, n_rows: int, dim: int, name: str = "X", *,
+                      copy: bool = True) -> np.ndarray:
+    """Check an (N, d) iterate and return it as float64 (``copy``: see
+    :func:`as_float_array`)."""
+    X = as_float_array(X, name, ndim=2, copy=copy)
     if X.shape != (n_rows, dim):
         raise ValueError(f"{name}: expected shape ({n_rows}, {dim}), got {X.shape}")
     return X

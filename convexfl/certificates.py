@@ -86,6 +86,9 @@ class Certificate:
     grad_scale : float
         The problem's gradient scale ``g`` of the normaliser ``g + ‖∇f(X)‖_F`` (1 in
         standard units, ``σ/s`` in yours: :mod:`convexfl.units`).
+    fused : ndarray of bool (E,) or None
+        The edges treated as fused (``‖x_i − x_j‖ ≤ fuse_tol``; ``None`` for the squared
+        penalty): the partition the certificate is about.
     """
 
     kkt_residual: float
@@ -99,6 +102,7 @@ class Certificate:
     flow_iterations: int
     flows: np.ndarray | None = None
     grad_scale: float = 1.0
+    fused: np.ndarray | None = None
 
 
 def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: float = 1e-3,
@@ -156,7 +160,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     if not isinstance(prob, SumOfNorms):
         raise TypeError(f"prob: expected SumOfNorms, SquaredPenalty or Reduced, got "
                         f"{type(prob).__name__}")
-    X = prob.check_X(X)
+    X = prob.check_X(X, copy=False)
     rtol = as_scalar(rtol, "rtol", low=0.0, low_inclusive=False)
     max_iter = as_int(max_iter, "max_iter", low=0)
     target = None if target is None else as_scalar(target, "target", low=0.0)
@@ -198,7 +202,7 @@ def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, i
     """The :class:`Certificate` of the flows ``u`` with ``‖G + Bᵀu_fused‖ = upper``."""
     exact = upper - lower <= rtol * upper + 1e-13 * (1.0 + float(np.linalg.norm(G)))
     return Certificate(upper / (1 + gn), upper, lower, exact, prob.objective(X, dist), fuse_tol,
-                       int(fused.sum()), gn, iters, u)
+                       int(fused.sum()), gn, iters, u, fused=fused)
 
 
 _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → the entry of _potential_factor,

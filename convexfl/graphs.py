@@ -130,7 +130,7 @@ class Graph:
         """``‖x_i − x_j‖`` for every edge, shape (E,)."""
         from ._kernels import edge_norms
 
-        return edge_norms(np.ascontiguousarray(self._check(X), dtype=float), self.edges)
+        return edge_norms(np.ascontiguousarray(self._check(X)), self.edges)
 
     def penalty(self, X) -> float:
         """``Σ_{(i,j)∈E} w_ij ‖x_i − x_j‖``."""
@@ -141,7 +141,7 @@ class Graph:
         return float(self.weights @ np.sum(self.differences(self._check(X)) ** 2, axis=1))
 
     def _check(self, X) -> np.ndarray:
-        X = as_float_array(X, "X", ndim=2)
+        X = as_float_array(X, "X", ndim=2, copy=False)  # read only
         if X.shape[0] != self.n_nodes:
             raise ValueError(f"X: expected {self.n_nodes} rows (one per node), got {X.shape[0]}")
         return X

@@ -90,7 +90,7 @@ class Loss:
     # -- evaluation ------------------------------------------------------------------
     def values(self, X) -> np.ndarray:
         """``[f_i(x_i)]_i``, shape (N,)."""
-        X = check_matrix_rows(X, self.n_users, self.dim)
+        X = check_matrix_rows(X, self.n_users, self.dim, copy=False)
         return K.values(*self.arrays, X)
 
     def value(self, X) -> float:
@@ -99,7 +99,7 @@ class Loss:
 
     def grad(self, X) -> np.ndarray:
         """``[∇f_i(x_i)]_i``, shape (N, d)."""
-        X = check_matrix_rows(X, self.n_users, self.dim)
+        X = check_matrix_rows(X, self.n_users, self.dim, copy=False)
         code, F, y, coef, ptr, ridge, _, delta = self.arrays
         return K.grads(code, F, y, coef, ptr, ridge, delta, X)
 

@@ -19,6 +19,8 @@ the reduced problem (RED) of a partition, :class:`Reduced`. Global, local and or
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ._validation import as_float_array, as_int, as_scalar, check_matrix_rows, check_partition
@@ -109,13 +111,13 @@ class SumOfNorms:
         return (f"SumOfNorms(loss={self.loss!r}, graph={self.graph!r}, lam={self.lam:g} "
                 "[SON convention])")
 
-    def check_X(self, X, name: str = "X") -> np.ndarray:
-        return check_matrix_rows(X, self.n_users, self.dim, name)
+    def check_X(self, X, name: str = "X", *, copy: bool = True) -> np.ndarray:
+        return check_matrix_rows(X, self.n_users, self.dim, name, copy=copy)
 
     def objective(self, X, distances=None) -> float:
         """``F_λ(X)``; the one objective used by solvers, checks, tests and plots.
         ``distances``: ``graph.distances(X)`` when already computed."""
-        X = self.check_X(X)
+        X = self.check_X(X, copy=False)
         if distances is None:
             return self.loss.value(X) + self.lam * self.graph.penalty(X)
         return self.loss.value(X) + self.lam * float(self.graph.weights @ distances)
@@ -199,6 +201,15 @@ class Reduced:
     def n_clusters(self) -> int:
         return self.inner.n_users
 
+    def with_lam(self, lam: float) -> Reduced:
+        """The same partition at another (SON) λ, sharing its reduced graph and loss."""
+        lam = as_scalar(lam, "lam", low=0.0)
+        if self.graph is None and lam > 0 and self.n_clusters > 1:
+            raise ValueError("graph: required when lam > 0 and there are several clusters")
+        out = copy.copy(self)
+        out.lam, out.inner = lam, self.inner.with_lam(lam)
+        return out
+
     def expand(self, W) -> np.ndarray:
         """``X`` with ``x_i = w_k`` for ``i ∈ C_k``."""
         W = check_matrix_rows(W, self.n_clusters, self.dim, "W")
@@ -228,5 +239,5 @@ def oracle(loss: Loss, partition) -> Reduced:
 
 def scale_of(X) -> float:
     """``1 + max_i ‖x_i‖``: the scale that relative tolerances on models refer to."""
-    X = as_float_array(X, "X", ndim=2)
+    X = as_float_array(X, "X", ndim=2, copy=False)
     return 1.0 + float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X))))  # 3x norm(axis=1)

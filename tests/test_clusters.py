@@ -54,3 +54,31 @@ def test_labels_on_a_graph_match_scipy_components_of_the_close_edges():
     first = np.unique(got, return_index=True)[1]
     assert np.all(np.diff(first) > 0)  # numbered in order of first appearance
     assert 1 < got.max() + 1 < 300
+
+
+def test_solution_labels_at_its_fuse_tol_are_the_certified_partition():
+    """On a sparse graph, ``Solution.labels()`` at its own ``fuse_tol`` gives the
+    components of the edges its certificate treated as fused (``certificate.fused``),
+    computed once; another ``tol`` goes back to the distances."""
+    from dataclasses import replace
+
+    A, _ = cfl.datasets.planted_points(3, 20, 2, separation=4.0, random_state=0)
+    graph = cfl.graphs.knn(A, 8)
+    sol = cfl.solve(cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.1), tol=1e-8)
+    assert 1 < sol.n_clusters < len(A)
+    fused = sol.certificate.fused
+    assert fused.dtype == bool and fused.shape == (graph.n_edges,)
+    np.testing.assert_array_equal(fused, graph.distances(sol.X) <= sol.fuse_tol)
+    np.testing.assert_array_equal(sol.labels(),
+                                  cfl.clusters.labels(sol.X, sol.fuse_tol, graph=graph))
+    # a certificate about another partition (one edge fewer fused): labels follow it
+    fewer = fused.copy()
+    fewer[np.flatnonzero(fused)[0]] = False
+    other = replace(sol, certificate=replace(sol.certificate, fused=fewer))
+    expected = cfl.clusters.labels(sol.X, sol.fuse_tol,
+                                   graph=graph.subgraph_edges(fewer | ~fused))
+    np.testing.assert_array_equal(other.labels(), expected)
+    np.testing.assert_array_equal(other.labels(tol=2 * sol.fuse_tol), sol.labels())
+    out = other.labels()
+    out[:] = -1  # a copy: the cached labels are not the caller's to change
+    np.testing.assert_array_equal(other.labels(), expected)

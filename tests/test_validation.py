@@ -79,3 +79,17 @@ def test_partition_labels_are_numbered_by_first_appearance(values):
     for labels in (lab, lab - 5, lab + 1000, lab.astype(float)):
         out = check_partition(labels, len(values))
         assert out.dtype == np.int64 and out.tolist() == expected
+
+
+def test_a_read_only_check_does_not_copy_but_still_refuses_bad_values():
+    from convexfl._validation import as_float_array
+
+    X = np.ones((3, 2))
+    assert as_float_array(X, "X", copy=False) is X
+    assert as_float_array(X, "X") is not X
+    widened = as_float_array(np.ones((3, 2), np.float32), "X", copy=False)
+    assert widened.dtype == np.float64 and widened.flags.c_contiguous
+    strided = as_float_array(np.ones((2, 6))[:, ::2], "X", copy=False)
+    assert strided.flags.c_contiguous
+    with pytest.raises(ValueError, match="X: contains 1 NaN"):
+        as_float_array(np.array([[1.0, np.nan]]), "X", copy=False)

@@ -315,12 +315,14 @@ def test_a_failed_slope_search_is_not_repeated_along_its_stretch(monkeypatch):
     raw = (s2.flows - s1.flows) / 0.5
     searched = _record_searches(monkeypatch)
     history = {}
-    slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
+    slope = _common._flow_slope(prob, s1, s2.X, s2.flows,
+                                s2.certificate.fused, 1e-9, history)
     assert searched and history["flow_slope"] == "not found"
     np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
     searched.clear()
     failed = replace(s1, history={"flow_slope": "not found"})
-    _common._flow_slope(prob, failed, s2.X, s2.flows, 1e-9, history)
+    _common._flow_slope(prob, failed, s2.X, s2.flows,
+                        s2.certificate.fused, 1e-9, history)
     assert not searched and history["flow_slope"] == "not found"
 
 
@@ -338,11 +340,13 @@ def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
     raw = (s2.flows - s1.flows) / 0.5
     searched = _record_searches(monkeypatch)
     history = {}
-    slope = _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history)
+    slope = _common._flow_slope(prob, s1, s2.X, s2.flows,
+                                s2.certificate.fused, 1e-9, history)
     assert not searched and history["flow_slope"] == "difference"
     np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
     with_slope = replace(s1, flow_slope=np.zeros_like(raw))
-    slope = _common._flow_slope(prob, with_slope, s2.X, s2.flows, 1e-9, history,
+    slope = _common._flow_slope(prob, with_slope, s2.X, s2.flows,
+                                s2.certificate.fused, 1e-9, history,
                                 certified_as_extrapolated=True)
     assert not searched and history["flow_slope"] == "difference"
     np.testing.assert_allclose(slope, raw, rtol=1e-12, atol=1e-12)
@@ -354,14 +358,16 @@ def test_no_slope_search_where_the_flows_are_not_linear_in_lambda(monkeypatch):
     t1 = cfl.solve(line.with_lam(0.3), tol=1e-10)
     t2 = cfl.solve(line, tol=1e-10, warm_start=t1)
     assert t1.n_clusters == t2.n_clusters == 3
-    _common._flow_slope(line, t1, t2.X, t2.flows, 1e-9, history)
+    _common._flow_slope(line, t1, t2.X, t2.flows,
+                        t2.certificate.fused, 1e-9, history)
     assert searched and history["flow_slope"] == "not found"
     searched.clear()  # no fused edge (every user its own cluster): nothing to search
     apart = cfl.SumOfNorms(cfl.losses.Quadratic(A), chain, 1e-3)
     a1 = cfl.solve(apart, tol=1e-10)
     a2 = cfl.solve(apart.with_lam(2e-3), tol=1e-10, warm_start=a1)
     assert a1.n_clusters == a2.n_clusters == 9
-    _common._flow_slope(apart.with_lam(2e-3), a1, a2.X, a2.flows, 1e-9, history)
+    _common._flow_slope(apart.with_lam(2e-3), a1, a2.X, a2.flows,
+                        a2.certificate.fused, 1e-9, history)
     assert not searched and history["flow_slope"] == "difference"
 
 
@@ -378,9 +384,47 @@ def test_a_linear_stretch_keeps_its_slope_when_the_extrapolation_certifies(monke
     v = np.full_like(s2.flows, 0.25)
     searched = _record_searches(monkeypatch)
     history = {}
-    kept = _common._flow_slope(prob, replace(s1, flow_slope=v), s2.X, s2.flows, 1e-9,
-                               history, certified_as_extrapolated=True)
+    kept = _common._flow_slope(prob, replace(s1, flow_slope=v), s2.X, s2.flows,
+                               s2.certificate.fused, 1e-9, history,
+                               certified_as_extrapolated=True)
     assert kept is v and history["flow_slope"] == "kept" and not searched
-    _common._flow_slope(prob, s1, s2.X, s2.flows, 1e-9, history,
+    _common._flow_slope(prob, s1, s2.X, s2.flows,
+                        s2.certificate.fused, 1e-9, history,
                         certified_as_extrapolated=True)
     assert searched and history["flow_slope"] == "not found"
+
+
+def test_a_kept_partition_reuses_its_reduced_problem_and_the_warm_partition(monkeypatch):
+    """Along a stretch on one partition the warm solve takes the partition from the warm
+    start's certificate (no distances for it), the polish reuses the reduced graph and
+    loss of the last partition (:func:`~convexfl.solvers._common._reduced`), and the edge
+    distances are computed twice in all: by the certificate and for the objective in
+    your units. The reduced problem at the new λ is the one built afresh."""
+    from convexfl.graphs import Graph
+    from convexfl.problems import Reduced
+    from convexfl.solvers import _common
+
+    prob, s1, s2 = _moons_stretch()
+    calls = []
+    distances = Graph.distances
+    monkeypatch.setattr(Graph, "distances", lambda g, X: calls.append(X.shape[0])
+                        or distances(g, X))
+    s3 = cfl.solve(prob.with_lam(6.0), tol=1e-9, warm_start=s2)
+    s3.labels()
+    assert s3.stage == "warm partition" and s3.n_clusters == 4
+    assert calls.count(prob.n_users) == 2
+    red = _common._LAST_REDUCED[0]
+    again = _common._reduced(_std(prob, 7.0), red.labels)
+    assert again.inner.graph is red.inner.graph and again.inner.loss is red.inner.loss
+    fresh = Reduced(again.loss, again.graph, red.labels, again.lam)
+    W = np.random.default_rng(0).standard_normal((fresh.n_clusters, 2))
+    assert again.lam == fresh.lam and again.inner.lam == fresh.inner.lam
+    assert again.inner.objective(W) == fresh.inner.objective(W)
+    other = _common._reduced(_std(prob, 7.0), np.zeros(prob.n_users, np.int64))
+    assert other.inner.graph is not red.inner.graph and other.n_clusters == 1
+
+
+def _std(prob, lam):
+    from convexfl.units import standardise
+
+    return standardise(prob.with_lam(lam))[1]

@@ -144,6 +144,15 @@ def _fused_edges(prob: SumOfNorms, X):
     return prob.graph.distances(X) <= fuse_tol_of(X)
 
 
+def _fused_of(prob: SumOfNorms, sol: Solution):
+    """The edges fused in a solution of ``prob``'s graph: those its certificate treated as
+    fused (``certificate.fused``), else those within :func:`fuse_tol_of` of its ``X``."""
+    fused = None if sol.certificate is None else sol.certificate.fused
+    if fused is None or fused.shape != (prob.graph.n_edges,):
+        return _fused_edges(prob, sol.X)
+    return fused
+
+
 def _comparable(prob: SumOfNorms, sol: Solution) -> bool:
     return (sol.lam is not None and sol.lam != prob.lam and prob.lam > 0 and sol.lam > 0
             and sol.flows is not None and sol.X.shape == (prob.n_users, prob.dim)
@@ -161,7 +170,7 @@ def _moved_flows(prob: SumOfNorms, sol: Solution):
         return flows
     if sol.flow_slope is not None:
         return flows + (prob.lam - sol.lam) * sol.flow_slope
-    flows[~_fused_edges(prob, sol.X)] *= prob.lam / sol.lam
+    flows[~_fused_of(prob, sol)] *= prob.lam / sol.lam
     return flows
 
 
@@ -188,7 +197,7 @@ def flow_guesses(prob: SumOfNorms, warm: Solution | None, flows0):
     return np.stack([flows0, project_flows(scaled, prob.lam * prob.graph.weights)])
 
 
-def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, target, history,
+def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, fused, target, history,
                 certified_as_extrapolated=False):
     """The slope of the flows in λ when ``warm`` has the partition of ``X``, for the next
     λ's extrapolation (:func:`_moved_flows`). ``history["flow_slope"]`` says which:
@@ -211,10 +220,9 @@ def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, target, histo
       measured on that path at six clusters, λ = 5.8–7.4, each search took 45–65 ms, and
       the certificate after it one projection step, 15 ms, instead of two to five,
       20–40 ms)."""
-    if warm is None or flows is None or not _comparable(prob, warm):
+    if warm is None or flows is None or fused is None or not _comparable(prob, warm):
         return None
-    fused = _fused_edges(prob, X)
-    if not np.array_equal(_fused_edges(prob, warm.X), fused):
+    if not np.array_equal(_fused_of(prob, warm), fused):
         return None
     slope = (flows - warm.flows) / (prob.lam - warm.lam)
     linear = prob.dim == 1 or components(prob.n_users, prob.graph.edges, fused).max() == 1
@@ -317,6 +325,24 @@ def split_saturated(prob: SumOfNorms, X, cert, rtol=SATURATION_RTOL):
     return after if after.max() > before.max() else None
 
 
+_LAST_REDUCED: list = [None]  # the last reduced problem built by _reduced (it holds its
+# loss and graph alive until the next)
+
+
+def _reduced(prob: SumOfNorms, labels) -> Reduced:
+    """``Reduced(prob.loss, prob.graph, labels, prob.lam)``; along a path the partition
+    often stays while λ moves, and the last one's reduced graph and loss are then reused
+    (:meth:`Reduced.with_lam`; building them is ~1 ms at 5000 users)."""
+    last = _LAST_REDUCED[0]
+    if (last is not None and last.loss is prob.loss and last.graph is prob.graph
+            and np.array_equal(last.labels, labels)):
+        red = last.with_lam(prob.lam)
+    else:
+        red = Reduced(prob.loss, prob.graph, labels, prob.lam)
+    _LAST_REDUCED[0] = red
+    return red
+
+
 def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rounds=12,
            merge_rtol=1e-9, max_steps=None, dense_max=DENSE_MAX):
     """Newton's method on the reduced problem (RED) of ``labels``, started at ``W0``.
@@ -332,7 +358,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
     W = np.asarray(W0, dtype=float)
     steps = 0
     for _ in range(max_rounds):
-        red = Reduced(prob.loss, prob.graph, labels, prob.lam)
+        red = _reduced(prob, labels)
         # Reduced renumbers clusters by first appearance: map W0 accordingly
         first = np.unique(labels, return_index=True)[1]
         order = labels[np.sort(first)]
@@ -641,16 +667,19 @@ class Certifier:
         seen, self.last_seen = key == self.last_seen, key
         return small and key != self.last_polished and (seen or not stable)
 
-    def warm(self, X0, flows0):
+    def warm(self, X0, flows0, fused=None):
         """Certify the warm start's partition re-optimised at this λ before any iteration
         (Newton on its reduced problem; if that fails, its merges from the reduced problem
         solved by ADMM, then Newton again): along a path the partition changes at few λ,
         and mostly by merges, so most λ need no iteration. ``flows0``: one guess of the
-        flows or several (:func:`flow_guesses`)."""
+        flows or several (:func:`flow_guesses`); ``fused``: the partition's fused edges
+        when known (:func:`_fused_of`), else those of ``X0``."""
         start = time.perf_counter()
         self.count += 1
         prob = self.prob
-        labels = components(prob.n_users, prob.graph.edges, _fused_edges(prob, X0))
+        if fused is None:
+            fused = _fused_edges(prob, X0)
+        labels = components(prob.n_users, prob.graph.edges, fused)
         W = cluster_means(X0, labels)
         ok = self._polish_and_certify(labels, W, flows0)
         self.time += time.perf_counter() - start
@@ -675,6 +704,8 @@ class Run:
         self.tol, self.max_iter = check_common(tol, max_iter)
         self.polish = check_polish(polish)
         self.X0, self.flows0 = warm_start_arrays(prob, X0, flows0, warm_start)
+        self.warm_fused = (_fused_of(prob, warm_start) if warm_start is not None and X0 is None
+                           else None)
         self.flow_guesses = flow_guesses(prob, warm_start, self.flows0)
         self.certifier = Certifier(prob, self.tol, polish=self.polish, warm_from=warm_start,
                                    merges=merges)
@@ -697,7 +728,8 @@ class Run:
         """The solution of a warm start whose partition, re-optimised, certifies at this λ
         (:meth:`Certifier.warm`), else ``None``."""
         certifier = self.certifier
-        if self.X0 is None or not self.polish or not certifier.warm(self.X0, self.flow_guesses):
+        if self.X0 is None or not self.polish or not certifier.warm(self.X0, self.flow_guesses,
+                                                                   self.warm_fused):
             return None
         return _solution(self.prob, certifier, converged=True, n_iter=0,
                          time_s=time.perf_counter() - self.start, method=self.method,
@@ -779,7 +811,7 @@ def _solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time
     history["time_certify_s"] = certifier.time
     history["n_certify"] = certifier.count
     start = time.perf_counter()
-    slope = _flow_slope(prob, certifier.warm_from, X, flows,
+    slope = _flow_slope(prob, certifier.warm_from, X, flows, cert.fused,
                         certifier.tol * (1 + cert.grad_norm), history, cert.flow_iterations == 0)
     return Solution(X=X, objective=cert.objective, kkt_residual=kkt, converged=converged,
                     n_iter=int(n_iter), time_s=time_s + time.perf_counter() - start,

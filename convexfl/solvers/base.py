@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._flow_kernels import masked_components
 from ..certificates import Certificate
 from ..clusters import labels as cluster_labels
 
@@ -103,14 +104,28 @@ class Solution:
     graph: object = field(default=None, repr=False)
     flow_slope: np.ndarray | None = field(default=None, repr=False)
     stage: str = ""
+    _labels: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def labels(self, tol: float | None = None) -> np.ndarray:
         """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse
-        problem graph only its edges fuse (``graph`` holds it)."""
+        problem graph only its edges fuse (``graph`` holds it), and at :attr:`fuse_tol`
+        those are the edges the certificate treated as fused (``certificate.fused``, the
+        same edges up to the rounding of a distance equal to ``fuse_tol``). Computed once
+        per ``X`` and ``tol``."""
+        tol = self.fuse_tol if tol is None else tol
+        cached = self._labels
+        if cached is not None and cached[0] is self.X and cached[1] == tol:
+            return cached[2].copy()
         g = self.graph
         sparse = g is not None and g.n_edges < g.n_nodes * (g.n_nodes - 1) // 2
-        return cluster_labels(self.X, tol=self.fuse_tol if tol is None else tol,
-                              graph=self.graph if sparse else None)
+        fused = self.certificate.fused if self.certificate is not None else None
+        if (sparse and fused is not None and tol == self.fuse_tol == self.certificate.fuse_tol
+                and fused.shape == (g.n_edges,) and self.X.shape[0] == g.n_nodes):
+            out = masked_components(g.n_nodes, g.edges, fused)[0]
+        else:
+            out = cluster_labels(self.X, tol=tol, graph=g if sparse else None)
+        self._labels = (self.X, tol, out)
+        return out.copy()
 
     @property
     def n_clusters(self) -> int:
