@@ -82,3 +82,25 @@ def test_solution_labels_at_its_fuse_tol_are_the_certified_partition():
     out = other.labels()
     out[:] = -1  # a copy: the cached labels are not the caller's to change
     np.testing.assert_array_equal(other.labels(), expected)
+
+
+def test_components_reuse_the_last_answer_only_for_an_equal_mask():
+    from scipy.sparse.csgraph import connected_components
+
+    from convexfl.clusters import components
+
+    rng = np.random.default_rng(1)
+    graph = cfl.graphs.knn(rng.standard_normal((200, 2)), 4)
+    mask = rng.random(graph.n_edges) < 0.4
+
+    def expected(m):
+        return connected_components(graph.subgraph_edges(m).adjacency, directed=False)[1]
+
+    first = components(graph.n_nodes, graph.edges, mask)
+    assert cfl.clusters.same_partition(first, expected(mask))
+    first[:] = 0  # the caller's copy
+    again = components(graph.n_nodes, graph.edges, mask.copy())
+    assert cfl.clusters.same_partition(again, expected(mask)) and again.max() > 0
+    mask[np.flatnonzero(~mask)[:30]] = True  # the same array, changed in place
+    assert cfl.clusters.same_partition(components(graph.n_nodes, graph.edges, mask),
+                                       expected(mask))

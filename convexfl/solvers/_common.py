@@ -42,9 +42,10 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._flow_kernels import masked_components, project_flows, sums_by_label
+from .._flow_kernels import project_flows, sums_by_label
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import factor_spd, kkt_residual
+from ..clusters import components
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
     minimise_users,
@@ -290,12 +291,6 @@ def user_minimisers(loss, X0=None, tol=1e-12):
     X0 = np.zeros((loss.n_users, loss.dim)) if X0 is None else np.ascontiguousarray(X0)
     X, _ = minimise_users(*loss.arrays, X0, tol, 50)
     return X
-
-
-def components(n, edges, mask):
-    """Connected components of the graph of the edges where ``mask`` holds (labels 0..K-1,
-    numbered by smallest node)."""
-    return masked_components(n, edges, np.ascontiguousarray(mask, dtype=np.bool_))[0]
 
 
 def cluster_means(X, labels, k=None):

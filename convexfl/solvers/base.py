@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._flow_kernels import masked_components
 from ..certificates import Certificate
+from ..clusters import components
 from ..clusters import labels as cluster_labels
 
 __all__ = ["IncompatibleLossError", "NonUniqueWarning", "Solution", "SolverError"]
@@ -121,7 +121,7 @@ class Solution:
         fused = self.certificate.fused if self.certificate is not None else None
         if (sparse and fused is not None and tol == self.fuse_tol == self.certificate.fuse_tol
                 and fused.shape == (g.n_edges,) and self.X.shape[0] == g.n_nodes):
-            out = masked_components(g.n_nodes, g.edges, fused)[0]
+            out = components(g.n_nodes, g.edges, fused)
         else:
             out = cluster_labels(self.X, tol=tol, graph=g if sparse else None)
         self._labels = (self.X, tol, out)
