@@ -441,3 +441,28 @@ def test_fusion_threshold_refuses_a_split_that_is_not_a_solution_of_prob():
                            cfl.graphs.complete(4), 0.1)
     with pytest.raises(ValueError, match="split: a solution of another problem"):
         B.fusion_threshold(prob, split=cfl.solve(other))
+
+
+def test_the_minimisers_solver_is_the_method_asked_for(monkeypatch):
+    """``method`` of :func:`fusion_threshold` and :func:`conservative_interval` names the
+    solver of the cluster minimisers where Newton fails; a name that is no solver is
+    refused before any work."""
+    from convexfl.bounds import fusion
+
+    prob, _ = classification_problem(cfl.losses.Logistic, seed=1, users=2, samples=40)
+    for call in (lambda m: B.fusion_threshold(prob, method=m),
+                 lambda m: B.conservative_interval(prob, [0] * prob.n_users, method=m)):
+        with pytest.raises(ValueError, match="method: expected one of"):
+            call("newton")
+    expected = B.fusion_threshold(prob).value
+    newton = fusion._minimise_users
+    monkeypatch.setattr(fusion, "_minimise_users",
+                        lambda agg, X0=None: (newton(agg)[0], False) if X0 is None
+                        else newton(agg, X0))
+    used = []
+    solve = cfl.solvers.solve
+    monkeypatch.setattr(cfl.solvers, "solve",
+                        lambda p, method, **o: used.append(method) or solve(p, method, **o))
+    got = B.fusion_threshold(prob, method="admm", solver_options={"tol": 1e-10})
+    assert used == ["admm"]
+    assert got.value == pytest.approx(expected, rel=1e-9)

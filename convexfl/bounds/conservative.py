@@ -21,7 +21,7 @@ from ._base import (
     _require_complete_uniform,
     _single_threaded,
 )
-from .fusion import _minimisers
+from .fusion import _minimisers, check_method
 
 
 @_single_threaded
@@ -58,6 +58,9 @@ def conservative_interval(prob: SumOfNorms, partition, *, how: str = "auto",
           boundary of ``W_k``); a not-guaranteed, usually wider interval.
     n_samples, random_state
         For ``how="estimate"``.
+    method, solver_options
+        The solver and its options for the cluster minimisers where neither a closed form
+        nor Newton finds them (:func:`~convexfl.bounds.fusion_threshold`).
 
     Returns
     -------
@@ -68,6 +71,7 @@ def conservative_interval(prob: SumOfNorms, partition, *, how: str = "auto",
     _require_complete_uniform(prob, "the conservative bounds (23)/(24)")
     if how not in ("auto", "certified", "estimate"):
         raise ValueError(f"how: expected 'auto', 'certified' or 'estimate', got {how!r}")
+    check_method(method)
     loss = prob.loss
     labels = check_partition(partition, prob.n_users)
     K, n = int(labels.max()) + 1, prob.n_users

@@ -62,9 +62,19 @@ def _minimise_users(loss, X0=None, *, tol=1e-13, max_iter=100):
     return X, bool(np.all(np.linalg.norm(G, axis=1) <= tol * g0))
 
 
+def check_method(method) -> str:
+    """``method``, a solver of :data:`convexfl.solvers.METHODS`, or raise naming it."""
+    from ..solvers import METHODS
+
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method: expected one of {sorted(METHODS)}, got {method!r}")
+    return method
+
+
 def _minimisers(loss, labels, method="cvxpy", solver_options=None):
-    """``w_k† = argmin Σ_{i∈C_k} f_i`` per cluster (cvxpy reference, then Newton polish),
-    shape (K, d); computed in standard units (:mod:`convexfl.units`)."""
+    """``w_k† = argmin Σ_{i∈C_k} f_i`` per cluster, shape (K, d), computed in standard units
+    (:mod:`convexfl.units`): in closed form for affine gradients, else by Newton, and where
+    Newton fails by ``method`` on the oracle problem (then Newton from its answer)."""
     from ..solvers import solve
 
     units, std = loss.standard
@@ -80,7 +90,7 @@ def _minimisers(loss, labels, method="cvxpy", solver_options=None):
             pass
     X, ok = _minimise_users(agg)
     if not ok:
-        sol = solve(oracle(loss, labels), method="cvxpy", **(solver_options or {}))
+        sol = solve(oracle(loss, labels), method=method, **(solver_options or {}))
         X0 = sol.history.get("W", X)
         X, _ = _minimise_users(agg, X0)
     return X
@@ -242,7 +252,9 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     ----------
     prob : SumOfNorms
     method, solver_options
-        How cluster minimisers are found when there is no closed form (the cvxpy reference).
+        The solver (:data:`convexfl.solvers.METHODS`) and its options for the cluster
+        minimisers where neither a closed form nor Newton finds them (default: the cvxpy
+        reference).
     split : Solution, optional
         A certified two-cluster solution at a λ just below λ̂ (on a path: the last one
         before the models fuse). λ̂ is then bracketed without the SOCP (measured on the
@@ -266,6 +278,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
         (:func:`convexfl.certificates.kkt_residual` accepts it as ``flows``).
     """
     _check_son(prob)
+    check_method(method)
     loss, graph = prob.loss, prob.graph
     n = prob.n_users
     comp = graph.component_labels if graph.n_edges else np.arange(n)
