@@ -562,8 +562,9 @@ def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, ato
 
     With the nodes' components ``comp``, the search hands over (returns the current
     residual ``R``; else ``R`` is None) as soon as the residual sits in components with
-    less than ``SPLIT_EDGE_SHARE`` of the edges (checked every ``SPLIT_CHECK`` projection
-    steps and when they stall): :func:`_search_components` goes on there alone."""
+    less than ``SPLIT_EDGE_SHARE`` of the edges (checked at the start, every
+    ``SPLIT_CHECK`` projection steps and when they stall): :func:`_search_components` goes
+    on there alone."""
     from ._flow_kernels import fista, flow_dual, flow_residual, project_flows, split_dual, sq_norm
 
     def norm_residual(v):
@@ -581,6 +582,8 @@ def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, ato
     it = 0
     if decided(upper, lower2):
         return upper, lower2, it, u, None
+    if concentrated():  # already: e.g. a warm start's flows, off where clusters merged
+        return upper, lower2, it, u, R
     # alternating projections (capacity metric) between the flows that zero the excess and
     # the capacity balls: converges linearly when a feasible flow has slack
     mix = _Anderson(ANDERSON_MEMORY)

@@ -475,6 +475,23 @@ def test_the_search_hands_over_to_the_component_that_holds_the_residual(monkeypa
     assert up - lo <= 1e-9 * up + 1e-12 and up < 1e-10
 
 
+def test_a_residual_concentrated_from_the_start_is_handed_over_before_any_step():
+    """Where the starting residual already sits in the small component (the potential
+    flow from 0 settles the large one), no projection step is taken on the whole graph."""
+    from convexfl._flow_kernels import flow_residual, project_flows
+    from convexfl.certificates import _potential_factor, _potential_solver, _search
+
+    G, edges, w, lam, small = _easy_and_hard_components()
+    flow, _ = _potential_solver(len(G), edges, w, lam)
+    comp = _potential_factor(len(G), edges, w)[0]
+    start = project_flows(flow(G), lam * w)
+    R = flow_residual(G, edges, start)
+    up, _, it, u, handed = _search(G, edges, lam * w, start, R, 0.0, flow, 1e-9, 5000, None,
+                                   1e-13, comp)
+    assert it == 0 and handed is not None and u is start
+    assert up == pytest.approx(np.linalg.norm(R), rel=1e-12)
+
+
 def test_the_component_search_leaves_settled_components_and_hands_over_when_concentrated():
     """Of two components, the one whose residual fits in the budget keeps its flows; the
     other is searched to its share. The hand-over test fires when the residual sits in

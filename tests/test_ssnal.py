@@ -218,7 +218,7 @@ def _newton_system(n=60, d=2, seed=0, sigma=2.0):
 def test_the_hessian_lu_is_the_exact_newton_matrix():
     """The "hessian" preconditioner solves the Newton system itself: its solve inverts the
     matrix-free product ``hess_vec`` to rounding, blocks and ordering included."""
-    from convexfl.solvers._ssnal_kernels import hess_vec
+    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_vec, psi_grad
     from convexfl.solvers.ssnal import _Precond
 
     rng = np.random.default_rng(1)
@@ -230,6 +230,18 @@ def test_the_hessian_lu_is_the_exact_newton_matrix():
     HV = np.empty((n, d))
     hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
     np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
+    # the next factorisations keep the first one's ordering (its CSC filled in place):
+    # exact at their own σ and iterate
+    for sigma2 in (3.0 * sigma, 0.2 * sigma):
+        P2, t2 = np.empty_like(P), np.empty_like(tnorm)
+        A = rng.standard_normal((n, d))
+        psi_grad(A, coef, edges, cap, A + 0.1 * rng.standard_normal((n, d)),
+                 rng.standard_normal(P.shape), sigma2, np.empty((n, d)), P2, t2)
+        hess_blocks(edges, cap, P2, t2, sigma2, blocks)
+        pre.factor_hessian(blocks)
+        assert pre.layout is not None
+        hess_vec(coef, edges, cap, P2, t2, sigma2, V, HV)
+        np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
 
 
 def _preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma):

@@ -47,6 +47,7 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.sparse.linalg import splu
 
 from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
@@ -245,6 +246,7 @@ class _Precond:
             "amg" if n >= AMG_MIN else "lu")
         self.n_sparsified = 0  # factorisations of the kept edges' Hessian (not fallbacks)
         self.n_mixed = 0  # ...of them with an isotropic block
+        self.layout = None  # the whole Hessian's ordering and its CSC (factor_hessian)
 
     def factor(self, w):
         start = time.perf_counter()
@@ -279,28 +281,68 @@ class _Precond:
         start = time.perf_counter()
         self.n_factor += 1
         n, d = self.n, blocks.shape[1]
-        lu = factor_spd(self._hessian(blocks, keep))
-        self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+        if keep is not None:
+            lu = factor_spd(self._hessian(blocks, keep))
+            self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+        elif self.layout is None:  # the first: its ordering is kept for the next ones
+            H = self._hessian(blocks)
+            lu = factor_spd(H)
+            self.layout = _permuted_layout(H.shape[0], *self._pattern(d), lu.perm_c)
+            self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+        else:
+            self.solve = self._factor_in_order(blocks)
         self.time += time.perf_counter() - start
 
-    def _hessian(self, blocks, keep=None):
-        """``H`` of :meth:`factor_hessian` (sparse CSC), without the off-diagonal blocks of
-        the edges outside ``keep``."""
+    def _factor_in_order(self, blocks):
+        """The LU of the whole Hessian in the ordering of the first one (the same sparsity
+        pattern at every σ and iterate): its values put straight into the permuted CSC
+        (:func:`_permuted_layout`), no minimum-degree ordering and no COO conversion.
+        Measured on make_moons n = 2·10⁴ (kNN 15, d = 2, 4·10⁴ unknowns, 7.8 M non-zeros
+        in the factors): 0.76 s → 0.57 s per factorisation, the same fill."""
+        n, d = self.n, blocks.shape[1]
+        order, indices, indptr, slot = self.layout
+        M = sp.csc_matrix((self._values(blocks)[slot], indices, indptr),
+                          shape=(n * d, n * d))
+        lu = splu(M, permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                  options={"SymmetricMode": True})
+
+        def solve(R):
+            out = np.empty(n * d)
+            out[order] = lu.solve(np.ascontiguousarray(R).ravel()[order])
+            return out.reshape(n, d)
+
+        return solve
+
+    def _values(self, blocks, keep=None):
+        """The COO values of :meth:`_hessian` (in the order of :meth:`_pattern`)."""
         n, (i, j) = self.n, self.edges.T
         d = blocks.shape[1]
-        a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
         v = np.ascontiguousarray(blocks.reshape(-1, d * d))
         diag = sums_by_label(v, i, n) + sums_by_label(v, j, n)
         diag[:, ::d + 1] += self.coef[:, None]
         if keep is not None:
-            i, j, v = i[keep], j[keep], v[keep]
+            v = v[keep]
+        return np.concatenate([diag, -v, -v], axis=None)
+
+    def _pattern(self, d, keep=None):
+        """The COO rows and columns of :meth:`_hessian`: the ``d × d`` diagonal blocks, then
+        the off-diagonal blocks ``(i, j)`` and ``(j, i)`` of the edges (in ``keep``)."""
+        n, (i, j) = self.n, self.edges.T
+        if keep is not None:
+            i, j = i[keep], j[keep]
+        a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
         node = np.arange(n)[:, None] * d
         ia, ja = i[:, None] * d + a, j[:, None] * d + a
         ib, jb = i[:, None] * d + b, j[:, None] * d + b
-        return sp.coo_matrix((np.concatenate([diag, -v, -v], axis=None),
-                              (np.concatenate([node + a, ia, ja], axis=None),
-                               np.concatenate([node + b, jb, ib], axis=None))),
-                             shape=(n * d, n * d)).tocsc()
+        return (np.concatenate([node + a, ia, ja], axis=None),
+                np.concatenate([node + b, jb, ib], axis=None))
+
+    def _hessian(self, blocks, keep=None):
+        """``H`` of :meth:`factor_hessian` (sparse CSC), without the off-diagonal blocks of
+        the edges outside ``keep``."""
+        size = self.n * blocks.shape[1]
+        return sp.coo_matrix((self._values(blocks, keep), self._pattern(blocks.shape[1], keep)),
+                             shape=(size, size)).tocsc()
 
     def factor_sparsified(self, blocks, wts):
         """``"sparsified"``: the LU of the Hessian with the off-diagonal blocks of its weak
@@ -368,6 +410,20 @@ class _Precond:
 
         self.solve = solve
         self.time += time.perf_counter() - start
+
+
+def _permuted_layout(size, rows, cols, perm_c):
+    """``(order, indices, indptr, slot)``: the CSC structure of ``M = H[order][:, order]``
+    for the COO pattern ``(rows, cols)`` of ``H`` (no repeated entry), ``order`` the
+    column ordering SuperLU chose for ``H`` (``perm_c`` sends column ``order[k]`` to
+    ``k``), and ``slot`` the COO entry at each position of ``M``'s data: ``M``'s values are
+    ``values[slot]``."""
+    order = np.argsort(perm_c)
+    position = np.empty(size, np.int64)
+    position[order] = np.arange(size)
+    M = sp.csc_matrix((np.arange(1, rows.size + 1, dtype=float),
+                       (position[rows], position[cols])), shape=(size, size))
+    return order, M.indices, M.indptr, M.data.astype(np.int64) - 1
 
 
 def _vcycle(M):
