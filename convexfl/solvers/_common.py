@@ -225,17 +225,18 @@ def _flow_slope(prob: SumOfNorms, warm: Solution | None, X, flows, fused, target
         return None
     if not np.array_equal(_fused_of(prob, warm), fused):
         return None
-    slope = (flows - warm.flows) / (prob.lam - warm.lam)
     linear = prob.dim == 1 or components(prob.n_users, prob.graph.edges, fused).max() == 1
+    if linear and fused.any() and certified_as_extrapolated and warm.flow_slope is not None \
+            and warm.history.get("flow_slope") != "not found":
+        history["flow_slope"] = "kept"
+        return warm.flow_slope
+    slope = (flows - warm.flows) / (prob.lam - warm.lam)
     if not (linear and fused.any()):  # no fused edge: the cut's flows are λ w_e s_e
         history["flow_slope"] = "difference"
         return slope
     if warm.history.get("flow_slope") == "not found":  # this stretch: searched in vain
         history["flow_slope"] = "not found"
         return slope
-    if certified_as_extrapolated and warm.flow_slope is not None:
-        history["flow_slope"] = "kept"
-        return warm.flow_slope
     exact = _exact_slope(prob, warm, X, flows, fused, slope, target)
     history["flow_slope"] = "not found" if exact is None else "exact"
     return slope if exact is None else exact
