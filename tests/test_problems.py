@@ -71,6 +71,17 @@ def test_reduced_objective_equals_son_at_clustered_points(name):
     assert red.inner.objective(W) == pytest.approx(
         cfl.SumOfNorms(loss, g, 0.4).objective(X), rel=1e-12)
     assert red.objective(X) == pytest.approx(red.inner.objective(W), rel=1e-12)
+    # the same partition at another λ shares the reduced graph and loss, and is the
+    # reduced problem built afresh there
+    moved = red.with_lam(1.3)
+    fresh = cfl.Reduced(loss, g, labels, lam=1.3)
+    assert moved.inner.graph is red.inner.graph and moved.inner.loss is red.inner.loss
+    assert moved.lam == moved.inner.lam == 1.3 and red.lam == 0.4
+    assert moved.inner.objective(W) == pytest.approx(fresh.inner.objective(W), rel=1e-12)
+    with pytest.raises(ValueError, match="lam: must be >= 0"):
+        red.with_lam(-1.0)
+    with pytest.raises(ValueError, match="graph: required when lam > 0"):
+        cfl.oracle(loss, labels).with_lam(0.5)
 
 
 def test_problem_argument_errors():

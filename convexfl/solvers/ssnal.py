@@ -47,7 +47,6 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.sparse.linalg import splu
 
 from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
@@ -303,8 +302,7 @@ class _Precond:
         order, indices, indptr, slot = self.layout
         M = sp.csc_matrix((self._values(blocks)[slot], indices, indptr),
                           shape=(n * d, n * d))
-        lu = splu(M, permc_spec="NATURAL", diag_pivot_thresh=0.0,
-                  options={"SymmetricMode": True})
+        lu = factor_spd(M, ordered=True)
 
         def solve(R):
             out = np.empty(n * d)
@@ -418,12 +416,9 @@ def _permuted_layout(size, rows, cols, perm_c):
     column ordering SuperLU chose for ``H`` (``perm_c`` sends column ``order[k]`` to
     ``k``), and ``slot`` the COO entry at each position of ``M``'s data: ``M``'s values are
     ``values[slot]``."""
-    order = np.argsort(perm_c)
-    position = np.empty(size, np.int64)
-    position[order] = np.arange(size)
     M = sp.csc_matrix((np.arange(1, rows.size + 1, dtype=float),
-                       (position[rows], position[cols])), shape=(size, size))
-    return order, M.indices, M.indptr, M.data.astype(np.int64) - 1
+                       (perm_c[rows], perm_c[cols])), shape=(size, size))
+    return np.argsort(perm_c), M.indices, M.indptr, M.data.astype(np.int64) - 1
 
 
 def _vcycle(M):
