@@ -293,36 +293,68 @@ def _new_potential_factor(n, edges, w):
 
 
 def _potential_solver(n, edges, w, lam=1.0):
-    """Functions ``R ↦ u`` and ``R ↦ R̄``: ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on
-    each fused component, ``c = λw`` (sparse LUs of ``L_w``, reused; none for cliques), and
-    ``R̄`` the mean of ``R`` over each component, on its nodes.
+    """``(flow, means)``: the :class:`_PotentialFlow` of the fused subgraph and its ``R ↦
+    R̄``."""
+    flow = _PotentialFlow(n, edges, w, lam)
+    return flow, flow.means
+
+
+class _PotentialFlow:
+    """The potential flow ``R ↦ u``: ``u_e = c_e(φ_i − φ_j)``, ``L_c φ = −(R − R̄)`` on each
+    fused component, ``c = λw`` (sparse LUs of ``L_w``, reused; none for cliques), and ``R̄``
+    the mean of ``R`` over each component, on its nodes (:meth:`means`).
 
     The flow moves every user's excess to its component's mean, ``R + B u = R̄`` (the
     smallest possible residual), with the least ``Σ_e ‖u_e‖²/c_e``: it is the projection onto
     ``{u : B u = −(R − R̄)}`` in that metric. For a complete uniform component it is the flow
-    of the proof of Theorem 1, ``u_ij = (r_j − r_i)/n``.
+    of the proof of Theorem 1, ``u_ij = (r_j − r_i)/n``. :meth:`step` adds it to a flow and
+    projects (one alternating-projection step).
     """
-    from ._flow_kernels import centred_by_component, edge_flows, put_rows
 
-    comp, counts, free, lu, clique_scale, blocks, _ = _potential_factor(n, edges, w)
-    cap = lam * w
-    in_clique = clique_scale > 0
-    free = np.flatnonzero(free)
-    blocks = [(nodes.take(np.flatnonzero(entry[2])), entry[3]) for nodes, entry in blocks]
+    def __init__(self, n, edges, w, lam=1.0):
+        comp, counts, free, lu, clique_scale, blocks, _ = _potential_factor(n, edges, w)
+        self.comp, self.counts, self.lam = comp, counts, lam
+        self.edges, self.cap = np.ascontiguousarray(edges), lam * np.asarray(w, dtype=float)
+        self.in_clique = np.flatnonzero(clique_scale > 0)
+        self.clique_scale = lam * clique_scale[self.in_clique, None]
+        self.solves = [(at, factor) for at, factor in (
+            (np.flatnonzero(free), lu),
+            *((nodes.take(np.flatnonzero(entry[2])), entry[3]) for nodes, entry in blocks))
+            if factor is not None]
 
-    def excess(R):
-        return centred_by_component(np.ascontiguousarray(R), comp, counts)
+    def excess(self, R):
+        from ._flow_kernels import centred_by_component
 
-    def flow(R):
-        e = excess(R)
-        phi = np.zeros_like(R)
-        for at, factor in ((free, lu), *blocks):
-            if factor is not None:
-                put_rows(phi, at, factor.solve(-e.take(at, axis=0)) / lam)
-        phi[in_clique] = -e[in_clique] / (lam * clique_scale[in_clique, None])
-        return edge_flows(phi, edges, cap)
+        return centred_by_component(np.ascontiguousarray(R), self.comp, self.counts)
 
-    return flow, lambda R: R - excess(R)
+    def means(self, R):
+        return R - self.excess(R)
+
+    def phi(self, R):
+        """The potentials ``φ`` of ``R``'s excess (0 at each component's grounded node)."""
+        from ._flow_kernels import put_rows
+
+        e = self.excess(R)
+        phi = np.zeros_like(e)
+        for at, factor in self.solves:
+            put_rows(phi, at, factor.solve(-e.take(at, axis=0)) / self.lam)
+        phi[self.in_clique] = -e[self.in_clique] / self.clique_scale
+        return phi
+
+    def __call__(self, R):
+        from ._flow_kernels import edge_flows
+
+        return edge_flows(self.phi(R), self.edges, self.cap)
+
+    def step(self, u, R, G):
+        """One alternating-projection step from the flows ``u`` with residual ``R = G +
+        Bᵀu``: ``(v, R_v, ‖R_v‖²)``, ``v = Π(u + flow(R))`` (each row onto its capacity ball,
+        :func:`~convexfl._flow_kernels.potential_step`) and ``R_v = G + Bᵀv``."""
+        from ._flow_kernels import flow_residual, potential_step, sq_norm
+
+        v = potential_step(np.ascontiguousarray(u), self.phi(R), self.edges, self.cap)
+        R_v = flow_residual(G, self.edges, v)
+        return v, R_v, sq_norm(R_v)
 
 
 ANDERSON_MEMORY = 5  # past steps mixed by the alternating projections' acceleration
@@ -335,7 +367,8 @@ class _Anderson:
     The caller projects and scores the mixture and keeps the plain step when that is better
     (each flow is checked). The differences live in ring buffers and their Gram matrix is
     updated by one row per step (:func:`~convexfl._flow_kernels.anderson_record`: one pass
-    over the flows, then the row's dot products; one more pass mixes)."""
+    over the flows with the row's dot products; one more pass mixes and projects:
+    :meth:`projected`)."""
 
     def __init__(self, m):
         self.m, self.count = m, 0
@@ -343,11 +376,12 @@ class _Anderson:
         self.gram = np.zeros((m, m))
         self.rhs = np.zeros(m)
 
-    def step(self, u, Tu):
-        from ._flow_kernels import anderson_mix, anderson_record
+    def coefficients(self, u, Tu):
+        """Record the step ``u ↦ T(u)`` and return ``γ`` of its mixture ``T(u) − ΔT γ``
+        (over the last ``len(γ)`` differences), or None (the first step, or no finite fit)."""
+        from ._flow_kernels import anderson_record
 
-        u, Tu = np.ascontiguousarray(u).ravel(), np.ascontiguousarray(Tu)
-        t = Tu.ravel()
+        u, t = np.ascontiguousarray(u).ravel(), np.ascontiguousarray(Tu).ravel()
         if self.last_t is None:
             self.last_t, self.last_f = np.empty(t.size), np.empty(t.size)
             self.dT, self.dF = np.empty((self.m, t.size)), np.empty((self.m, t.size))
@@ -360,11 +394,24 @@ class _Anderson:
         anderson_record(u, t, self.last_t, self.last_f, self.dT, self.dF, slot, k,
                         self.gram, self.rhs)
         gamma = np.linalg.lstsq(self.gram[:k, :k], self.rhs[:k], rcond=1e-12)[0]
-        if not np.all(np.isfinite(gamma)):
+        return gamma if np.all(np.isfinite(gamma)) else None
+
+    def step(self, u, Tu):
+        """The mixture ``T(u) − ΔT γ`` after recording the step (None: see
+        :meth:`coefficients`)."""
+        gamma = self.coefficients(u, Tu)
+        if gamma is None:
             return None
-        out = np.empty_like(Tu)
-        anderson_mix(t, gamma, self.dT[:k], out.ravel())
-        return out
+        return (self.last_t - gamma @ self.dT[:gamma.size]).reshape(np.shape(Tu))
+
+    def projected(self, gamma, G, edges, cap):
+        """The flows' mixture projected onto the capacity balls, its residual and that
+        residual's squared norm (:func:`~convexfl._flow_kernels.anderson_mix`)."""
+        from ._flow_kernels import anderson_mix, flow_residual, sq_norm
+
+        v = anderson_mix(self.last_t, gamma, self.dT[:gamma.size], cap)
+        R = flow_residual(G, edges, v)
+        return v, R, sq_norm(R)
 
 
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
@@ -393,21 +440,17 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     cap = lam * w
     G = np.ascontiguousarray(G)
 
-    def norm_dual_residual(u):
-        R = flow_residual(G, edges, u)
-        return float(np.sqrt(sq_norm(R))), flow_dual(R, G, edges, cap), R
+    def met(up):
+        return atarget is not None and up <= atarget
 
     def decided(up, low2):
-        return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
+        return met(up) or (atarget is not None and low2 > atarget * atarget / 2)
 
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
     lower2 = 0.0
-    if atarget is not None:  # a solver's stopping test
-        # ‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} c_e for every feasible flow: a lower bound in one pass
-        lower2 = 0.5 * node_gaps_sq(G, edges, cap)
-    solver = []  # the potential flow's solver, factorised at its first use
+    solver = []  # the potential flow, factorised at its first use
 
-    def potential(R):
+    def potential():
         nonlocal lower2
         if not solver:
             flow, means = _potential_solver(G.shape[0], edges, w, lam)
@@ -415,32 +458,45 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             # z = Ḡ (the component means, the residual of the unprojected potential flow)
             # has no penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
             lower2 = max(lower2, 0.5 * sq_norm(means(G)))
-        return solver[0](R)
+        return solver[0]
+
+    gaps = []  # the one-pass node bound, once
+
+    def raise_lower(R):
+        """The dual values at ``R``, computed only where the upper bound alone does not
+        decide (along a path most λ are certified by their first flow)."""
+        nonlocal lower2
+        if not gaps and atarget is not None:  # a solver's stopping test
+            # ‖R_i‖ ≥ ‖G_i‖ − Σ_{e ∋ i} c_e for every feasible flow: a bound in one pass
+            gaps.append(0.5 * node_gaps_sq(G, edges, cap))
+            lower2 = max(lower2, gaps[0])
+        lower2 = max(lower2, flow_dual(R, G, edges, cap))
+        return lower2
 
     starts, scored = [], []
     hints = [] if hint is None else list(np.reshape(hint, (-1,) + hint.shape[-2:]))
     for v in hints:  # in order of preference; the first that decides the question is taken
         v = project_flows(v, cap)  # rows of a fresh array: projected in place
-        sc = norm_dual_residual(v)
-        lower2 = max(lower2, sc[1], 0.0)
-        if decided(sc[0], lower2):  # by the solver's own flows or the bounds: no factorisation
-            return sc[0], float(np.sqrt(2 * lower2)), 0, v
-        v = project_flows(v + potential(sc[2]), cap)  # one projection step, as the
-        sc = norm_dual_residual(v)  # potential flow is one from 0
-        lower2 = max(lower2, sc[1])
-        if decided(sc[0], lower2):  # along a path, mostly: no flow from 0 needed
-            return sc[0], float(np.sqrt(2 * lower2)), 0, v
+        R = flow_residual(G, edges, v)
+        up = float(np.sqrt(sq_norm(R)))
+        if met(up) or decided(up, raise_lower(R)):  # by the solver's own flows or the
+            return up, float(np.sqrt(2 * lower2)), 0, v  # bounds: no factorisation
+        v, R, sq = potential().step(v, R, G)  # one projection step, as the potential flow
+        up = float(np.sqrt(sq))  # is one from 0
+        if met(up) or decided(up, raise_lower(R)):  # along a path, mostly: no flow from 0
+            return up, float(np.sqrt(2 * lower2)), 0, v
         starts.append(v)
-        scored.append(sc)
-    starts.append(project_flows(potential(G), cap))
-    scored.append(norm_dual_residual(starts[-1]))
-    lower2 = max(lower2, scored[-1][1])
+        scored.append(R)
+    v, R, _ = potential().step(np.zeros((len(edges), G.shape[1])), G, G)
+    starts.append(v)
+    scored.append(R)
+    raise_lower(R)
     comp = _potential_factor(G.shape[0], edges, w)[0]
-    u, R = _best_by_component(starts, [sc[2] for sc in scored], comp, edges)
+    u, R = _best_by_component(starts, scored, comp, edges)
     upper = float(np.sqrt(sq_norm(R)))
     if decided(upper, lower2):
         return upper, float(np.sqrt(2 * lower2)), 0, u
-    upper, lower2, it, u, R = _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter,
+    upper, lower2, it, u, R = _search(G, edges, cap, u, R, lower2, potential(), rtol, max_iter,
                                       atarget, atol, comp)
     if R is None:
         return upper, float(np.sqrt(2 * lower2)), it, u
@@ -566,11 +622,7 @@ def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, ato
     less than ``SPLIT_EDGE_SHARE`` of the edges (checked at the start, every
     ``SPLIT_CHECK`` projection steps and when they stall): :func:`_search_components` goes
     on there alone."""
-    from ._flow_kernels import fista, flow_dual, flow_residual, project_flows, split_dual, sq_norm
-
-    def norm_residual(v):
-        Rv = flow_residual(G, edges, v)
-        return float(np.sqrt(sq_norm(Rv))), Rv
+    from ._flow_kernels import fista, flow_dual, split_dual, sq_norm
 
     def decided(up, low2):
         return atarget is not None and (up <= atarget or low2 > atarget * atarget / 2)
@@ -590,13 +642,13 @@ def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, ato
     mix = _Anderson(ANDERSON_MEMORY)
     while upper - np.sqrt(2 * lower2) > rtol * upper + atol and it < min(max_iter, 200):
         it += 1
-        cand = project_flows(u + potential(R), cap)
-        up_c, R_c = norm_residual(cand)
-        fast = mix.step(u, cand)
-        if fast is not None:
-            up_f, R_f = norm_residual(project_flows(fast, cap))
-            if up_f < up_c:
-                cand, up_c, R_c = fast, up_f, R_f
+        cand, R_c, sq = potential.step(u, R, G)
+        gamma = mix.coefficients(u, cand)
+        if gamma is not None:
+            fast, R_f, sq_f = mix.projected(gamma, G, edges, cap)
+            if sq_f < sq:
+                cand, R_c, sq = fast, R_f, sq_f
+        up_c = float(np.sqrt(sq))
         lower2 = max(lower2, flow_dual(R_c, G, edges, cap))  # at the better of the two
         if up_c >= upper * 0.95:  # slow progress: FISTA does better from here
             if up_c < upper:
