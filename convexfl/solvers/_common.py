@@ -40,11 +40,10 @@ import time
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse as sp
 
 from .._flow_kernels import project_flows, sums_by_label
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
-from ..certificates import factor_spd, kkt_residual
+from ..certificates import PatternLU, kkt_residual
 from ..clusters import components
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
@@ -383,6 +382,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         vals = np.empty(n_trip)
         grad = np.empty((k, d))
         merge_tol = merge_rtol * scale_of(W)
+        system = None  # (triplets, PatternLU) of the sparse Newton systems: one pattern
         merged = False
         ok = False
         t_start = 1.0
@@ -411,11 +411,11 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
                                           grad.ravel(), check_finite=False)
                 else:
                     reg = 1e-13 * (1.0 + np.abs(vals[:nt]).max())
-                    diag = np.arange(n)  # H + reg·I, duplicates summed by the conversion
-                    Hs = sp.csc_matrix((np.r_[vals[:nt], np.full(n, reg)],
-                                        (np.r_[rows[:nt], diag], np.r_[cols[:nt], diag])),
-                                       shape=(n, n))
-                    step = -factor_spd(Hs).solve(grad.ravel())
+                    if system is None or system[0] != nt:  # H + reg·I, duplicates summed
+                        diag = np.arange(n)
+                        system = nt, PatternLU(n, np.r_[rows[:nt], diag],
+                                               np.r_[cols[:nt], diag])
+                    step = -system[1].factor(np.r_[vals[:nt], np.full(n, reg)])(grad.ravel())
             except (np.linalg.LinAlgError, RuntimeError, ValueError):
                 return labels, W, False, steps
             step = step.reshape(k, d)

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
-from ..certificates import factor_spd
+from ..certificates import PatternLU, factor_spd
 from ._common import COARSEN_MIN, Run, son_dispatch
 from ._ssnal_kernels import (
     cg_direction,
@@ -245,7 +245,7 @@ class _Precond:
             "amg" if n >= AMG_MIN else "lu")
         self.n_sparsified = 0  # factorisations of the kept edges' Hessian (not fallbacks)
         self.n_mixed = 0  # ...of them with an isotropic block
-        self.layout = None  # the whole Hessian's ordering and its CSC (factor_hessian)
+        self.layout = None  # the whole Hessian's PatternLU (factor_hessian)
 
     def factor(self, w):
         start = time.perf_counter()
@@ -283,33 +283,12 @@ class _Precond:
         if keep is not None:
             lu = factor_spd(self._hessian(blocks, keep))
             self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
-        elif self.layout is None:  # the first: its ordering is kept for the next ones
-            H = self._hessian(blocks)
-            lu = factor_spd(H)
-            self.layout = _permuted_layout(H.shape[0], *self._pattern(d), lu.perm_c)
-            self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
-        else:
-            self.solve = self._factor_in_order(blocks)
+        else:  # the same pattern at every σ and iterate: the first LU's ordering is kept
+            if self.layout is None:
+                self.layout = PatternLU(n * d, *self._pattern(d))
+            solve = self.layout.factor(self._values(blocks))
+            self.solve = lambda R: solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
-
-    def _factor_in_order(self, blocks):
-        """The LU of the whole Hessian in the ordering of the first one (the same sparsity
-        pattern at every σ and iterate): its values put straight into the permuted CSC
-        (:func:`_permuted_layout`), no minimum-degree ordering and no COO conversion.
-        Measured on make_moons n = 2·10⁴ (kNN 15, d = 2, 4·10⁴ unknowns, 7.8 M non-zeros
-        in the factors): 0.76 s → 0.57 s per factorisation, the same fill."""
-        n, d = self.n, blocks.shape[1]
-        order, indices, indptr, slot = self.layout
-        M = sp.csc_matrix((self._values(blocks)[slot], indices, indptr),
-                          shape=(n * d, n * d))
-        lu = factor_spd(M, ordered=True)
-
-        def solve(R):
-            out = np.empty(n * d)
-            out[order] = lu.solve(np.ascontiguousarray(R).ravel()[order])
-            return out.reshape(n, d)
-
-        return solve
 
     def _values(self, blocks, keep=None):
         """The COO values of :meth:`_hessian` (in the order of :meth:`_pattern`)."""
@@ -408,17 +387,6 @@ class _Precond:
 
         self.solve = solve
         self.time += time.perf_counter() - start
-
-
-def _permuted_layout(size, rows, cols, perm_c):
-    """``(order, indices, indptr, slot)``: the CSC structure of ``M = H[order][:, order]``
-    for the COO pattern ``(rows, cols)`` of ``H`` (no repeated entry), ``order`` the
-    column ordering SuperLU chose for ``H`` (``perm_c`` sends column ``order[k]`` to
-    ``k``), and ``slot`` the COO entry at each position of ``M``'s data: ``M``'s values are
-    ``values[slot]``."""
-    M = sp.csc_matrix((np.arange(1, rows.size + 1, dtype=float),
-                       (perm_c[rows], perm_c[cols])), shape=(size, size))
-    return np.argsort(perm_c), M.indices, M.indptr, M.data.astype(np.int64) - 1
 
 
 def _vcycle(M):
