@@ -207,30 +207,24 @@ def fista(G, edges, cap, u, step, n_iter, check_every, lower2, rtol, atol, atarg
     return u, h_u, lower2, it
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True)
 def anderson_record(u, Tu, last_t, last_f, dT, dF, slot, k, gram, rhs):
     """:class:`convexfl.certificates._Anderson`'s record of a step, over the flattened
-    flows, in one pass: with ``f = T(u) − u``, the new differences ``ΔT[slot] = T(u) −
-    t_last`` and ``ΔF[slot] = f − f_last`` (when ``slot ≥ 0``), the Gram row ``gram[slot, j]
-    = ⟨ΔF_j, ΔF_slot⟩`` and the right-hand side ``rhs_j = ⟨ΔF_j, f⟩`` (``j < k``); then
-    ``t_last, f_last = T(u), f``. (The sums' order is the compiler's.)"""
-    row = np.zeros(k)
-    right = np.zeros(k)
+    flows: with ``f = T(u) − u``, the new differences ``ΔT[slot] = T(u) − t_last`` and
+    ``ΔF[slot] = f − f_last`` (when ``slot ≥ 0``), the Gram row ``gram[slot, j] =
+    ⟨ΔF_j, ΔF_slot⟩`` and the right-hand side ``rhs_j = ⟨ΔF_j, f⟩`` (``j < k``); then
+    ``t_last, f_last = T(u), f``."""
     for i in range(u.size):
         t = Tu[i]
         f = t - u[i]
         if slot >= 0:
             dT[slot, i] = t - last_t[i]
-            df = f - last_f[i]
-            dF[slot, i] = df
-            for j in range(k):
-                row[j] += dF[j, i] * df
-                right[j] += dF[j, i] * f
+            dF[slot, i] = f - last_f[i]
         last_t[i] = t
         last_f[i] = f
     for j in range(k):
-        gram[slot, j] = gram[j, slot] = row[j]
-        rhs[j] = right[j]
+        gram[slot, j] = gram[j, slot] = _dot(dF[j], dF[slot])
+        rhs[j] = _dot(dF[j], last_f)
 
 
 @njit(cache=True, fastmath=True)

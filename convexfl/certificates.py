@@ -415,7 +415,7 @@ class _Anderson:
     The caller projects and scores the mixture and keeps the plain step when that is better
     (each flow is checked). The differences live in ring buffers and their Gram matrix is
     updated by one row per step (:func:`~convexfl._flow_kernels.anderson_record`: one pass
-    over the flows with the row's dot products; one more pass mixes and projects:
+    over the flows, then the row's dot products; one more pass mixes and projects:
     :meth:`projected`)."""
 
     def __init__(self, m):
