@@ -296,9 +296,10 @@ def _potential_factor(n, edges, w):
     more than ``POTENTIAL_CACHE_NNZ`` (or there are more than ``POTENTIAL_CACHE_ENTRIES``)."""
     key = (n, hash(edges.tobytes()), hash(w.tobytes()))
     hit = _POTENTIAL_CACHE.pop(key, None)
-    if hit is None:
-        hit = _new_potential_factor(n, edges, w)
-    _POTENTIAL_CACHE[key] = hit  # the most recent last
+    if hit is not None:
+        _POTENTIAL_CACHE[key] = hit  # the most recent last
+        return hit
+    hit = _POTENTIAL_CACHE[key] = _new_potential_factor(n, edges, w)
     size = sum(entry[6] for entry in _POTENTIAL_CACHE.values())
     while len(_POTENTIAL_CACHE) > 1 and (size > POTENTIAL_CACHE_NNZ
                                          or len(_POTENTIAL_CACHE) > POTENTIAL_CACHE_ENTRIES):

@@ -203,6 +203,45 @@ def test_factor_spd_does_not_pivot_on_ill_conditioned_reduced_hessians():
                                atol=1e-9 * np.abs(x).max())
 
 
+def test_pattern_lu_sums_repeated_entries_and_keeps_the_first_ordering():
+    """Matrices given as COO triplets with repeated entries (a reduced Hessian's diagonal
+    blocks summed over edges): the first factorisation orders, the later ones reuse that
+    ordering, and every solve is the dense one of its own values."""
+    from convexfl.certificates import PatternLU
+
+    rng = np.random.default_rng(1)
+    n, d = 40, 2
+    edges = cfl.graphs.knn(rng.standard_normal((n, 2)), 5).edges
+    a, b = np.divmod(np.arange(d * d), d)
+    i, j = edges.T
+    rows = np.concatenate([np.arange(n)[:, None] * d + a, i[:, None] * d + a,
+                           j[:, None] * d + a, i[:, None] * d + a, j[:, None] * d + a],
+                          axis=None)
+    cols = np.concatenate([np.arange(n)[:, None] * d + b, i[:, None] * d + b,
+                           j[:, None] * d + b, j[:, None] * d + b, i[:, None] * d + b],
+                          axis=None)
+    system = PatternLU(n * d, rows, cols)
+    for scale in (1.0, 1e-3, 1e4):
+        blocks = _anisotropic_blocks(len(edges), d, scale * 10.0 ** rng.uniform(-2, 2, len(edges)),
+                                     rng)
+        v = blocks.reshape(len(edges), -1)
+        values = np.concatenate([np.full((n, d * d), 0.0) + np.eye(d).ravel(), v, v, -v, -v],
+                                axis=None)
+        dense = np.zeros((n * d, n * d))
+        np.add.at(dense, (rows, cols), values)
+        rhs = rng.standard_normal(n * d)
+        x = system.factor(values)(rhs)
+        np.testing.assert_allclose(dense @ x, rhs, atol=1e-9 * np.abs(rhs).max())
+        assert system.layout is not None
+
+
+def _anisotropic_blocks(m, d, scales, rng):
+    """``m`` positive semidefinite ``d × d`` blocks ``s (I − t̂t̂ᵀ)`` with random ``t``."""
+    t = rng.standard_normal((m, d))
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    return scales[:, None, None] * (np.eye(d)[None] - t[:, :, None] * t[:, None, :])
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(0, 120), st.integers(0, 2**32 - 1))
 def test_masked_components_are_scipys_connected_components(n, m, seed):
@@ -333,6 +372,59 @@ def test_anderson_ring_buffer_is_the_least_squares_mixture_of_the_last_m_steps()
         dT = np.array([(Ts[i] - Ts[i - 1]).ravel() for i in range(lo, k + 1)])
         gamma = np.linalg.lstsq(dF.T, f[k], rcond=None)[0]
         np.testing.assert_allclose(out.ravel(), Ts[k].ravel() - gamma @ dT, atol=1e-10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(3, 12), st.floats(0.05, 2.0), st.integers(0, 2**32 - 1))
+def test_fused_steps_are_the_steps_they_replace(n, lam, seed):
+    """The one-pass alternating-projection step and the projected Anderson mixture give
+    what their separate passes give: ``Π(u + potential(R))`` and ``Π(t − ΔT γ)``, and the
+    residuals of those flows."""
+    from convexfl._flow_kernels import edge_flows, flow_residual, project_flows
+    from convexfl.certificates import _Anderson, _potential_solver
+
+    rng, edges, w, cap, G = _random_flow_problem(seed, n, lam, 0.6, 2, (0.1, 5.0))
+    if len(edges) == 0:
+        return
+    flow, _ = _potential_solver(n, edges, w, lam)
+    u = project_flows(rng.standard_normal((len(edges), 2)), cap)
+    R = flow_residual(G, edges, u)
+    v, R_v, sq = flow.step(u, R, G)
+    expected = project_flows(u + edge_flows(flow.phi(R), edges, cap), cap)
+    np.testing.assert_array_equal(v, expected)
+    np.testing.assert_allclose(R_v, flow_residual(G, edges, expected), atol=1e-12)
+    assert sq == pytest.approx(float(np.sum(R_v ** 2)), rel=1e-12, abs=1e-300)
+    mix = _Anderson(3)
+    for _ in range(4):
+        gamma = mix.coefficients(u, v)
+        u, v = v, project_flows(v + 0.1 * rng.standard_normal(v.shape), cap)
+    gamma = mix.coefficients(u, v)
+    if gamma is not None:
+        mixed, R_m, sq_m = mix.projected(gamma, G, edges, cap)
+        plain = project_flows((mix.last_t - gamma @ mix.dT[:gamma.size]).reshape(v.shape),
+                              cap)
+        np.testing.assert_allclose(mixed, plain, atol=1e-12)
+        np.testing.assert_allclose(R_m, flow_residual(G, edges, mixed), atol=1e-12)
+
+
+def test_no_start_from_zero_flows_where_the_hints_are_close_everywhere(monkeypatch):
+    """The potential flow of ``G`` is computed as a start only when a hint leaves some
+    component with edges at more than ``FROM_ZERO_SHARE`` of its ``‖G_C‖``; the answer's
+    bounds are the same either way."""
+    from convexfl.certificates import _min_residual
+
+    G, edges, w, lam, _ = _easy_and_hard_components()
+    exact = _min_residual(G, edges, w, lam, None, 1e-12, 50000)
+    good = exact[3] * (1 - 1e-4)  # within the capacities, residual near the least
+    starts = []
+    step = certificates._PotentialFlow.step
+    monkeypatch.setattr(certificates._PotentialFlow, "step",
+                        lambda self, u, R, G_: starts.append(not np.any(u)) or step(self, u, R, G_))
+    for hint, from_zero in ((good, False), (np.zeros_like(good), True)):
+        starts.clear()
+        up, lo, _, _ = _min_residual(G, edges, w, lam, hint, 1e-9, 50000)
+        assert any(starts[1:]) == from_zero  # the first step is the hint's own
+        assert lo <= exact[0] * (1 + 1e-9) + 1e-12 and up >= exact[1] * (1 - 1e-9) - 1e-12
 
 
 def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
