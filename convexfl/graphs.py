@@ -150,18 +150,41 @@ class Graph:
         """The graph of the reduced problem: node ``k`` per cluster, ``W_kl = Σ w_ij`` over
         ``i ∈ C_k, j ∈ C_l`` (within-cluster edges drop out)."""
         labels = check_partition(partition, self.n_nodes)
+        k, keep, key, pairs, at = self._reduced_pairs(labels)
+        if at is None:
+            w = np.bincount(key, weights=self.weights[keep], minlength=k * k)[pairs]
+        else:
+            w = np.bincount(at, weights=self.weights[keep], minlength=len(pairs))
+        return Graph(k, np.c_[pairs // k, pairs % k], w, kind=f"reduced({self.kind})")
+
+    def reduce_flows(self, partition, flows) -> np.ndarray:
+        """Flows on the edges of :meth:`reduce`'s graph: ``u_kl = Σ ±u_ij`` over ``i ∈ C_k,
+        j ∈ C_l`` (sign + where the edge runs from ``C_k`` to ``C_l``, ``k < l``), so that
+        ``‖u_kl‖ ≤ Σ λw_ij = λW_kl`` when every ``‖u_ij‖ ≤ λw_ij``, and the reduced residual
+        is the original one summed over each cluster. ``flows``: (E, d) of this graph."""
+        labels = check_partition(partition, self.n_nodes)
+        flows = as_float_array(flows, "flows", ndim=2, copy=False)
+        k, keep, key, pairs, at = self._reduced_pairs(labels)
+        if at is None:
+            at = np.searchsorted(pairs, key)
+        sign = np.where(labels[self.edges[keep, 0]] < labels[self.edges[keep, 1]], 1.0, -1.0)
+        signed = flows[keep] * sign[:, None]
+        return np.stack([np.bincount(at, weights=signed[:, c], minlength=len(pairs))
+                         for c in range(flows.shape[1])], axis=1)
+
+    def _reduced_pairs(self, labels):
+        """``(k, keep, key, pairs, at)``: the edges across clusters (``keep``), their key
+        ``lo·k + hi`` of the cluster pair, the sorted distinct keys and each kept edge's
+        position among them (None when counted by :func:`numpy.bincount` over all pairs)."""
         k = int(labels.max()) + 1
         a, b = labels[self.edges[:, 0]], labels[self.edges[:, 1]]
         keep = a != b
         lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
         key = lo * np.int64(k) + hi
         if k * k <= 4 * key.size:  # few clusters: count every pair, no sort
-            pairs = np.flatnonzero(np.bincount(key, minlength=k * k))
-            w = np.bincount(key, weights=self.weights[keep], minlength=k * k)[pairs]
-        else:
-            pairs, at = np.unique(key, return_inverse=True)
-            w = np.bincount(at, weights=self.weights[keep], minlength=len(pairs))
-        return Graph(k, np.c_[pairs // k, pairs % k], w, kind=f"reduced({self.kind})")
+            return k, keep, key, np.flatnonzero(np.bincount(key, minlength=k * k)), None
+        pairs, at = np.unique(key, return_inverse=True)
+        return k, keep, key, pairs, at
 
     def subgraph_edges(self, mask) -> Graph:
         """The graph with only the edges where ``mask`` is true."""

@@ -85,6 +85,29 @@ def test_reduce_agrees_with_a_plain_sum_over_edges(n_clusters):
     assert all(got[p] == pytest.approx(expected[p]) for p in got)
 
 
+@pytest.mark.parametrize("n_clusters", [2, 5, 40])
+def test_reduced_flows_give_the_summed_residual_within_the_reduced_capacities(n_clusters):
+    """``reduce_flows`` sums the flows between each pair of clusters with their
+    orientation: the reduced residual ``G_k + Σ u_kl`` is the original one summed over
+    each cluster (within-cluster flows cancel), and feasible flows stay feasible."""
+    from convexfl._flow_kernels import flow_residual, sums_by_label
+
+    rng = np.random.default_rng(n_clusters)
+    g = cfl.graphs.knn(rng.standard_normal((60, 2)), 4, warn_disconnected=False)
+    labels = np.r_[np.arange(n_clusters), rng.integers(0, n_clusters, 60 - n_clusters)]
+    lam = 0.7
+    u = rng.standard_normal((g.n_edges, 3))
+    u *= (lam * g.weights * rng.uniform(0, 1, g.n_edges) / np.linalg.norm(u, axis=1))[:, None]
+    G = rng.standard_normal((60, 3))
+    r = g.reduce(labels)
+    ur = g.reduce_flows(labels, u)
+    assert ur.shape == (r.n_edges, 3)
+    assert np.all(np.linalg.norm(ur, axis=1) <= lam * r.weights * (1 + 1e-12))
+    np.testing.assert_allclose(flow_residual(sums_by_label(G, labels, n_clusters), r.edges, ur),
+                               sums_by_label(flow_residual(G, g.edges, u), labels, n_clusters),
+                               atol=1e-12)
+
+
 def test_penalties():
     g = cfl.graphs.from_edges([[0, 1], [1, 2]], [2.0, 1.0])
     X = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]])

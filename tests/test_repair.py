@@ -48,6 +48,27 @@ def test_repair_from_a_single_cluster_finds_the_certified_solution():
     assert abs(cert.objective - ref.objective) <= 1e-8 * abs(ref.objective)
 
 
+def test_merges_after_a_split_start_from_the_polished_candidate():
+    """The first round's merges are solved from the cluster means; every later round's
+    (a refinement after a split) from the polished candidate and its flows, and the answer
+    is the same certified solution."""
+    prob = mixture(600, 3.0)
+    calls = []
+
+    def merges(p, labels, W, max_size=None, warm=None):
+        calls.append(warm is not None)
+        return reduced_merges(p, labels, W, max_size, warm)
+
+    certifier = Certifier(prob, 1e-6, polish=True, merges=merges)
+    one = np.zeros(prob.n_users, dtype=int)
+    rounds = certifier.repair(one, cluster_means(prob.loss.F, one),
+                              np.zeros((prob.graph.n_edges, prob.dim)))
+    assert rounds >= 2 and certifier.best[0] <= 1e-6
+    assert len(calls) >= 2 and not calls[0] and all(calls[1:])
+    ref = cfl.solve(prob, method="ssnal", tol=1e-9)
+    assert abs(certifier.best[2].objective - ref.objective) <= 1e-8 * abs(ref.objective)
+
+
 def test_a_repair_that_makes_no_progress_stops():
     # from one cluster: 1 → 39 → 24 clusters (KKT 0.12), then 179 → a round that does not
     # halve the residual. (mixture(600, 1.0) stalled until the flow search's lower bound
