@@ -427,6 +427,26 @@ def test_no_start_from_zero_flows_where_the_hints_are_close_everywhere(monkeypat
         assert lo <= exact[0] * (1 + 1e-9) + 1e-12 and up >= exact[1] * (1 - 1e-9) - 1e-12
 
 
+@pytest.mark.parametrize("eps", [0.3, 0.1, 0.01])
+def test_a_hint_mixed_with_saturated_noise_still_starts_well(eps):
+    """A hint that is a poor start although its residual is small (λ̂'s flow mixed with
+    random flows at full capacity, λ just above λ̂): the search still takes its few
+    iterations (the start from zero flows is kept there; skipping it whenever the hint's
+    residual was near the target made this take 486–986 iterations)."""
+    rng = np.random.default_rng(1)
+    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
+    fb = cfl.bounds.fusion_threshold(prob)
+    prob = prob.with_lam((1.0 + 0.02 * (fb.related["upper"].value / fb.value - 1.0)) * fb.value)
+    X = np.tile(fb.inputs["y_star"], (len(A), 1))
+    noise = rng.standard_normal((prob.graph.n_edges, 2))
+    noise *= (prob.lam * prob.graph.weights / np.linalg.norm(noise, axis=1))[:, None]
+    for target in (1e-3, 1e-5):
+        cert = kkt_residual(prob, X, flows=(1 - eps) * fb.inputs["_flow"] + eps * noise,
+                            target=target)
+        assert cert.kkt_residual <= target and cert.flow_iterations <= 10
+
+
 def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
     """The hint is scored after one projection step, like the potential flow: a hint that
     differs from feasible flows by a flow that only moves the node balances (whatever its
