@@ -553,7 +553,8 @@ class Certifier:
         if self._newton_and_certify(labels, W, flows, certified=certified,
                                     max_steps=max_steps):
             return True
-        merged, W = self._merged(labels, W, warm=self.last if warm_merges else None)
+        warm = None if not (warm_merges and self.last) else (self.last[0], self.last[1].flows)
+        merged, W = self._merged(labels, W, warm=warm)
         return merged is not None and self._newton_and_certify(merged, W, flows,
                                                                max_steps=max_steps)
 
@@ -648,13 +649,13 @@ class Certifier:
     def _merged(self, labels, W, max_size=MERGE_MAX, warm=None):
         """The merges of the partition ``labels`` at this λ from its reduced problem
         (``K·d ≤ max_size``), by the solve this certifier was given (``merges``; none: no
-        merges), started from ``warm``, a candidate ``(X, Certificate)``, when given.
+        merges), started from ``warm``, a candidate ``(X, flows)``, when given.
         Returns ``(labels, W)`` or ``(None, None)``."""
         if self.merges is None:
             return None, None
         if warm is None:
             return self.merges(self.prob, labels, W, max_size)
-        return self.merges(self.prob, labels, W, max_size, (warm[0], warm[1].flows))
+        return self.merges(self.prob, labels, W, max_size, warm)
 
     def untried(self, fused_mask, stable=False):
         """True when the partition of ``fused_mask`` is new and its Newton system small
