@@ -427,18 +427,25 @@ def test_no_start_from_zero_flows_where_the_hints_are_close_everywhere(monkeypat
         assert lo <= exact[0] * (1 + 1e-9) + 1e-12 and up >= exact[1] * (1 - 1e-9) - 1e-12
 
 
+def _just_fused(share):
+    """``(prob, X, fb, rng)``: two Gaussian groups on a kNN graph, all fused at their mean,
+    at ``λ = λ̂ (1 + share·(u/λ̂ − 1))`` with ``u`` the fusion threshold's upper bound
+    (λ̂'s flow has slack there); ``rng`` goes on from the data's draw."""
+    rng = np.random.default_rng(1)
+    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
+    fb = cfl.bounds.fusion_threshold(prob)
+    prob = prob.with_lam((1.0 + share * (fb.related["upper"].value / fb.value - 1.0)) * fb.value)
+    return prob, np.tile(fb.inputs["y_star"], (len(A), 1)), fb, rng
+
+
 @pytest.mark.parametrize("eps", [0.3, 0.1, 0.01])
 def test_a_hint_mixed_with_saturated_noise_still_starts_well(eps):
     """A hint that is a poor start although its residual is small (λ̂'s flow mixed with
     random flows at full capacity, λ just above λ̂): the search still takes its few
     iterations (the start from zero flows is kept there; skipping it whenever the hint's
     residual was near the target made this take 486–986 iterations)."""
-    rng = np.random.default_rng(1)
-    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
-    fb = cfl.bounds.fusion_threshold(prob)
-    prob = prob.with_lam((1.0 + 0.02 * (fb.related["upper"].value / fb.value - 1.0)) * fb.value)
-    X = np.tile(fb.inputs["y_star"], (len(A), 1))
+    prob, X, fb, rng = _just_fused(0.02)
     noise = rng.standard_normal((prob.graph.n_edges, 2))
     noise *= (prob.lam * prob.graph.weights / np.linalg.norm(noise, axis=1))[:, None]
     for target in (1e-3, 1e-5):
@@ -478,13 +485,7 @@ def test_a_hint_one_correction_from_the_flows_certifies_without_iterations():
 def test_several_flow_guesses_are_tried_in_order(monkeypatch):
     """``flows`` may stack several guesses, tried in order: the first that decides the
     question is taken, wherever it stands in the stack."""
-    rng = np.random.default_rng(1)
-    A = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((120, 2)) + 3.0]
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 1.0)
-    fb = cfl.bounds.fusion_threshold(prob)
-    # as above: λ̂'s flow has slack there, the potential flow does not fit
-    prob = prob.with_lam((1.0 + 0.5 * (fb.related["upper"].value / fb.value - 1.0)) * fb.value)
-    X = np.tile(fb.inputs["y_star"], (len(A), 1))
+    prob, X, fb, rng = _just_fused(0.5)  # as above: the potential flow does not fit
     good = fb.inputs["_flow"]
     bad = prob.lam * prob.graph.weights[:, None] * rng.standard_normal(good.shape)
     alone = kkt_residual(prob, X, flows=bad, target=1e-8)
