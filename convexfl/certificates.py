@@ -677,7 +677,8 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
 
 def _search(G, edges, cap, u, R, lower2, potential, rtol, max_iter, atarget, atol, comp=None):
     """``(upper, lower2, iterations, u, R)``: the flow search from the feasible ``u`` with
-    residual ``R``, ``lower2`` a dual value (½-scaled) already known. Alternating
+    residual ``R``, ``lower2`` a dual value (½-scaled) already known, ``potential`` the
+    subgraph's :class:`_PotentialFlow`. Alternating
     projections (Anderson-mixed: :class:`_Anderson`) while they make progress, then
     accelerated projected gradient with adaptive restart. The mixing, measured on the
     make_moons path (``benchmarks.versus``, λ ∈ [0.4, 8], 39 warm-started λ, same run):

@@ -444,7 +444,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
 class Certifier:
     """Build, polish and certify candidates; keeps timing and counts.
 
-    ``merges(prob, labels, W, max_size[, warm])`` is the reduced-problem solve that gives the
+    ``merges(prob, labels, W, max_size, warm)`` is the reduced-problem solve that gives the
     merges of a partition (:func:`convexfl.solvers.admm.reduced_merges`); ``None``: Newton
     only (the certifier of that inner solve itself).
     """
@@ -553,7 +553,7 @@ class Certifier:
         if self._newton_and_certify(labels, W, flows, certified=certified,
                                     max_steps=max_steps):
             return True
-        warm = None if not (warm_merges and self.last) else (self.last[0], self.last[1].flows)
+        warm = (self.last[0], self.last[1].flows) if warm_merges and self.last else None
         merged, W = self._merged(labels, W, warm=warm)
         return merged is not None and self._newton_and_certify(merged, W, flows,
                                                                max_steps=max_steps)
@@ -653,8 +653,6 @@ class Certifier:
         Returns ``(labels, W)`` or ``(None, None)``."""
         if self.merges is None:
             return None, None
-        if warm is None:
-            return self.merges(self.prob, labels, W, max_size)
         return self.merges(self.prob, labels, W, max_size, warm)
 
     def untried(self, fused_mask, stable=False):
