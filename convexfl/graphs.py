@@ -164,6 +164,9 @@ class Graph:
         is the original one summed over each cluster. ``flows``: (E, d) of this graph."""
         labels = check_partition(partition, self.n_nodes)
         flows = as_float_array(flows, "flows", ndim=2, copy=False)
+        if flows.shape[0] != self.n_edges:
+            raise ValueError(f"flows: expected {self.n_edges} rows (one per edge), got "
+                             f"{flows.shape[0]}")
         k, keep, key, pairs, at = self._reduced_pairs(labels)
         if at is None:
             at = np.searchsorted(pairs, key)

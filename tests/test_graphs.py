@@ -134,6 +134,13 @@ def test_graph_argument_errors():
         cfl.graphs.knn([[0.0, np.inf], [1.0, 1.0]], k=1)
     with pytest.raises(ValueError, match="phi: must be >= 0"):
         cfl.graphs.knn(np.arange(8.0).reshape(4, 2), k=1, phi=-1.0)
+    g = cfl.graphs.complete(4)
+    with pytest.raises(ValueError, match="flows: expected 6 rows"):
+        g.reduce_flows([0, 0, 1, 1], np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="flows: contains"):
+        g.reduce_flows([0, 0, 1, 1], np.full((6, 2), np.nan))
+    with pytest.raises(ValueError, match="partition"):
+        g.reduce_flows([0, 0, 1], np.zeros((6, 2)))
 
 
 def test_graph_refuses_repeated_pairs():
