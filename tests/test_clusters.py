@@ -84,6 +84,37 @@ def test_solution_labels_at_its_fuse_tol_are_the_certified_partition():
     np.testing.assert_array_equal(other.labels(), expected)
 
 
+def test_solution_labels_follow_x_changed_in_place():
+    """The labels are cached per values of ``X``: after ``X`` is changed in place (or
+    replaced) they are computed again from the distances, not from the certificate of the
+    ``X`` the solver returned."""
+    A, _ = cfl.datasets.planted_points(3, 20, 2, separation=4.0, random_state=0)
+    graph = cfl.graphs.knn(A, 8)
+    sol = cfl.solve(cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.1), tol=1e-8)
+    assert 1 < sol.n_clusters < len(A)
+    sol.X[:] = 0.0
+    assert sol.n_clusters == 1
+    sol.X = A.copy()
+    np.testing.assert_array_equal(sol.labels(), np.arange(len(A)))
+
+
+@pytest.mark.parametrize("method", ["admm", "ssnal", "cvxpy"])
+def test_reduced_solution_labels_its_users(method):
+    """A (RED) problem on a sparse graph: the solution has one model per user and its
+    labels are the users' (fused along ``prob.graph``), a coarsening of the partition."""
+    A, _ = cfl.datasets.planted_points(2, 20, 2, separation=3.0, random_state=1)
+    graph = cfl.graphs.knn(A, 8)
+    partition = np.arange(len(A)) // 4
+    red = cfl.Reduced(cfl.losses.Quadratic(A), graph, partition, 0.2)
+    sol = cfl.solve(red, method=method)
+    assert sol.X.shape == A.shape and sol.graph is graph
+    labels = sol.labels()
+    assert labels.shape == (len(A),) and sol.n_clusters == int(labels.max()) + 1
+    for k in np.unique(partition):  # each part lies in one cluster
+        assert len(np.unique(labels[partition == k])) == 1
+    np.testing.assert_allclose(sol.history["W"][red.labels], sol.X)
+
+
 def test_components_reuse_the_last_answer_only_for_an_equal_mask():
     from scipy.sparse.csgraph import connected_components
 

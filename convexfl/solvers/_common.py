@@ -105,18 +105,27 @@ def son_dispatch(prob, method: str, fn, opts):
             if opts.get(key) is not None:
                 raise ValueError(f"{key}: warm starts of a Reduced problem must be given for "
                                  "prob.inner (solve prob.inner directly)")
-        inner = fn(prob.inner, **opts)
-        inner.history["W"] = inner.X
-        inner.X = prob.expand(inner.X)
-        inner.objective = prob.objective(inner.X)
-        inner.flows = None
-        return inner
+        return expanded(prob, fn(prob.inner, **opts))
     if isinstance(prob, SquaredPenalty):
         raise TypeError(f"prob: method {method!r} solves SumOfNorms (and Reduced) problems; "
                         "the squared penalty is smooth — use method='cvxpy' for it")
     if not isinstance(prob, SumOfNorms):
         raise TypeError(f"prob: expected SumOfNorms or Reduced, got {type(prob).__name__}")
     return fn(prob, **opts)
+
+
+def expanded(prob: Reduced, inner: Solution) -> Solution:
+    """The solution of ``prob.inner`` as one of the (RED) problem ``prob``: every user gets
+    its cluster's model (``history["W"]``: the clusters' models), the objective of ``prob``,
+    its graph (so that :meth:`Solution.labels` fuses users along ``prob.graph``); the
+    certificate and ``kkt_residual`` stay those of ``prob.inner``, and there are no user
+    flows."""
+    inner.history["W"] = inner.X
+    inner.X = prob.expand(inner.X)
+    inner.objective = prob.objective(inner.X)
+    inner.flows = inner.flow_slope = None
+    inner.graph = prob.graph
+    return inner
 
 
 def warm_start_arrays(prob: SumOfNorms, X0, flows0, warm_start):

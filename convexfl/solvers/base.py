@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,13 @@ from ..clusters import components
 from ..clusters import labels as cluster_labels
 
 __all__ = ["IncompatibleLossError", "NonUniqueWarning", "Solution", "SolverError"]
+
+
+def _fingerprint(X) -> bytes:
+    """A digest of the values and shape of ``X`` (to notice an ``X`` changed in place)."""
+    X = np.ascontiguousarray(X)
+    return hashlib.blake2b(X.view(np.uint8).ravel(), digest_size=16,
+                           person=str(X.shape).encode()[:16]).digest()
 
 
 class SolverError(RuntimeError):
@@ -105,26 +113,33 @@ class Solution:
     flow_slope: np.ndarray | None = field(default=None, repr=False)
     stage: str = ""
     _labels: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _certified_x: bytes = field(default=b"", init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self._certified_x = _fingerprint(self.X)
 
     def labels(self, tol: float | None = None) -> np.ndarray:
         """Cluster labels of the users (see :func:`convexfl.clusters.labels`); on a sparse
         problem graph only its edges fuse (``graph`` holds it), and at :attr:`fuse_tol`
         those are the edges the certificate treated as fused (``certificate.fused``, the
-        same edges up to the rounding of a distance equal to ``fuse_tol``). Computed once
-        per ``X`` and ``tol``."""
+        same edges up to the rounding of a distance equal to ``fuse_tol``) while ``X`` is
+        the array the solver returned. Computed once per ``X`` (its values: an ``X``
+        changed in place or replaced is clustered again) and ``tol``."""
         tol = self.fuse_tol if tol is None else tol
+        key = _fingerprint(self.X)
         cached = self._labels
-        if cached is not None and cached[0] is self.X and cached[1] == tol:
+        if cached is not None and cached[0] == key and cached[1] == tol:
             return cached[2].copy()
         g = self.graph
         sparse = g is not None and g.n_edges < g.n_nodes * (g.n_nodes - 1) // 2
         fused = self.certificate.fused if self.certificate is not None else None
-        if (sparse and fused is not None and tol == self.fuse_tol == self.certificate.fuse_tol
+        if (sparse and fused is not None and key == self._certified_x
+                and tol == self.fuse_tol == self.certificate.fuse_tol
                 and fused.shape == (g.n_edges,) and self.X.shape[0] == g.n_nodes):
             out = components(g.n_nodes, g.edges, fused)
         else:
             out = cluster_labels(self.X, tol=tol, graph=g if sparse else None)
-        self._labels = (self.X, tol, out)
+        self._labels = (key, tol, out)
         return out.copy()
 
     @property

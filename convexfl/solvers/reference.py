@@ -27,7 +27,7 @@ from .._validation import as_int, as_scalar
 from ..certificates import kkt_residual
 from ..clusters import labels as cluster_labels
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
-from ._common import check_bool, cluster_means
+from ._common import check_bool, cluster_means, expanded
 from ._common import polish as newton_on_reduced
 from .base import Solution, SolverError
 
@@ -158,11 +158,7 @@ def solve_reference(prob, *, tol: float = 1e-8, max_iter: int = 500, solver: str
         inner = solve_reference(prob.inner, tol=tol, max_iter=max_iter, solver=solver,
                                 kkt_tol=kkt_tol, fuse_tol=fuse_tol, do_polish=do_polish,
                                 accept_inaccurate=accept_inaccurate)
-        inner.history["W"] = inner.X
-        inner.X = prob.expand(inner.X)
-        inner.objective = prob.objective(inner.X)
-        inner.flows, inner.graph = None, prob.graph
-        return inner
+        return expanded(prob, inner)
     if isinstance(prob, SumOfNorms):
         model, lam = ReferenceModel.cached(prob.loss, prob.graph, "son"), prob.lam
     elif isinstance(prob, SquaredPenalty):
