@@ -388,3 +388,33 @@ def clique_components(comp, counts, edges, w):
                   and wmin[c] == wmax[c])
     return out, wmax
 
+
+
+@njit(cache=True)
+def ldl_solve(Lp, Li, Lx, D, perm, b):
+    """``x = M⁻¹ b`` from ``M[perm][:, perm]``'s ``L D Lᵀ`` (``L`` unit lower triangular in
+    CSC, ``(Lp, Li, Lx)``, its diagonal stored or not): a forward pass down ``L``'s columns,
+    the diagonal, and a backward pass of dot products with them (``Lᵀ``'s rows), so ``L`` is
+    read twice and ``U`` never."""
+    n = b.size
+    y = np.empty(n)
+    for i in range(n):
+        y[perm[i]] = b[i]
+    for j in range(n):
+        yj = y[j]
+        if yj != 0.0:
+            for q in range(Lp[j], Lp[j + 1]):
+                r = Li[q]
+                if r > j:
+                    y[r] -= Lx[q] * yj
+    for j in range(n - 1, -1, -1):
+        s = y[j] / D[j]
+        for q in range(Lp[j], Lp[j + 1]):
+            r = Li[q]
+            if r > j:
+                s -= Lx[q] * y[r]
+        y[j] = s
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = y[perm[i]]
+    return out

@@ -203,6 +203,45 @@ def test_factor_spd_does_not_pivot_on_ill_conditioned_reduced_hessians():
                                atol=1e-9 * np.abs(x).max())
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(20, 120), st.integers(1, 3), st.floats(-2.0, 8.0), st.integers(0, 2**32 - 1))
+def test_repeated_solves_are_the_lu_solves(n, d, decades, seed):
+    """A factor that solves many times (SSNAL's preconditioners): the first solve is
+    SuperLU's, the later ones the ``L D Lᵀ`` of its factor; every one solves the system to
+    rounding, on reduced-Hessian-like matrices whose edge blocks span up to ten decades."""
+    import scipy.sparse as sp
+
+    from convexfl.certificates import factor_spd, repeated_solves
+
+    rng = np.random.default_rng(seed)
+    edges = cfl.graphs.knn(rng.standard_normal((n, 3)), 5, warn_disconnected=False).edges
+    H = _anisotropic_hessian(edges, n, d, 10.0 ** rng.uniform(-2, decades, len(edges)), rng)
+    lu = factor_spd(sp.csc_matrix(H))
+    solve = repeated_solves(lu)
+    for _ in range(3):
+        b = rng.standard_normal(n * d)
+        x = solve(b)
+        np.testing.assert_allclose(x, lu.solve(b), rtol=1e-8, atol=1e-12 * np.abs(x).max())
+        assert np.linalg.norm(H @ x - b) <= 1e-9 * np.linalg.norm(H) * np.linalg.norm(x)
+
+
+def test_repeated_solves_keep_superlus_solve_after_pivoting():
+    """A factor whose rows were pivoted (``perm_r ≠ perm_c``: not a factor of
+    ``factor_spd``) is not taken for ``L D Lᵀ``: its solves stay SuperLU's."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import splu
+
+    from convexfl.certificates import repeated_solves
+
+    A = sp.csc_matrix(np.array([[1e-8, 1.0, 0.0], [1.0, 1.0, 2.0], [0.0, 3.0, 1.0]]))
+    lu = splu(A, permc_spec="NATURAL")
+    assert not np.array_equal(lu.perm_r, lu.perm_c)
+    solve = repeated_solves(lu)
+    b = np.array([1.0, 2.0, 3.0])
+    for _ in range(2):
+        np.testing.assert_allclose(A @ solve(b), b, atol=1e-12)
+
+
 def test_pattern_lu_sums_repeated_entries_and_keeps_the_first_ordering():
     """Matrices given as COO triplets with repeated entries (a reduced Hessian's diagonal
     blocks summed over edges): the first factorisation orders, the later ones reuse that
@@ -232,6 +271,9 @@ def test_pattern_lu_sums_repeated_entries_and_keeps_the_first_ordering():
         rhs = rng.standard_normal(n * d)
         x = system.factor(values)(rhs)
         np.testing.assert_allclose(dense @ x, rhs, atol=1e-9 * np.abs(rhs).max())
+        repeated = system.factor(values, repeated=True)
+        for _ in range(2):  # SuperLU's solve, then L D Lᵀ
+            np.testing.assert_allclose(repeated(rhs), x, rtol=1e-9, atol=1e-12 * np.abs(x).max())
         assert system.layout is not None
 
 

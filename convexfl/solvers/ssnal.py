@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
-from ..certificates import PatternLU, factor_spd
+from ..certificates import PatternLU, factor_spd, repeated_solves
 from ._common import COARSEN_MIN, Run, son_dispatch
 from ._ssnal_kernels import (
     cg_direction,
@@ -281,13 +281,12 @@ class _Precond:
         self.n_factor += 1
         n, d = self.n, blocks.shape[1]
         if keep is not None:
-            lu = factor_spd(self._hessian(blocks, keep))
-            self.solve = lambda R: lu.solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+            solve = repeated_solves(factor_spd(self._hessian(blocks, keep)))
         else:  # the same pattern at every σ and iterate: the first LU's ordering is kept
             if self.layout is None:
                 self.layout = PatternLU(n * d, *self._pattern(d))
-            solve = self.layout.factor(self._values(blocks))
-            self.solve = lambda R: solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
+            solve = self.layout.factor(self._values(blocks), repeated=True)
+        self.solve = lambda R: solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
 
     def _values(self, blocks, keep=None):
@@ -375,13 +374,13 @@ class _Precond:
         small = ~big
         small_rows = (np.flatnonzero(small)[:, None] * d + np.arange(d)).ravel()
         H = self._hessian(blocks, keep=keep)
-        lu = factor_spd(H[small_rows][:, small_rows])
+        lu = repeated_solves(factor_spd(H[small_rows][:, small_rows]))
         M = self._isotropic(wts)[big][:, big]
         iso = factor_spd(M).solve if big.sum() < AMG_MIN else _vcycle(M)
 
         def solve(R):
             out = np.empty_like(R)
-            out[small] = lu.solve(np.ascontiguousarray(R[small]).ravel()).reshape(-1, d)
+            out[small] = lu(np.ascontiguousarray(R[small]).ravel()).reshape(-1, d)
             out[big] = iso(np.ascontiguousarray(R[big]))
             return out
 
