@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 from helpers import make_loss, reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import convexfl as cfl
 from convexfl.solvers import IncompatibleLossError
@@ -281,6 +283,46 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
     pre.factor_sparsified(blocks, wts)
     assert pre.n_sparsified == 1 and pre.n_mixed == 0
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 3), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
+    """The sparsified Hessian's CSC is ``C ⊗ I + Σ_e`` (its blocks ``B_e`` on the diagonal
+    blocks of both ends) with ``−B_e`` off the diagonal for the kept edges only, its rows
+    sorted; restricted to a set of users no kept edge leaves, it is that matrix's block on
+    them. A kept edge that leaves the set is refused."""
+    from convexfl._flow_kernels import masked_components
+    from convexfl.solvers.ssnal import _Precond
+
+    rng = np.random.default_rng(seed)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)], dtype=np.int64)
+    edges = np.ascontiguousarray(pairs[rng.random(len(pairs)) < 0.4].reshape(-1, 2))
+    m = len(edges)
+    coef = rng.uniform(0.5, 2.0, n)
+    T = rng.standard_normal((m, d))
+    T /= np.maximum(np.linalg.norm(T, axis=1, keepdims=True), 1e-12)
+    blocks = rng.uniform(0.0, 3.0, (m, 1, 1)) * (np.eye(d) - T[:, :, None] * T[:, None, :])
+    keep = rng.random(m) < share
+    dense = np.kron(np.diag(coef), np.eye(d))
+    for (i, j), block, kept in zip(edges, blocks, keep, strict=True):
+        for p, q, sign in ((i, i, 1), (j, j, 1)) + (((i, j, -1), (j, i, -1)) if kept else ()):
+            dense[p * d:(p + 1) * d, q * d:(q + 1) * d] += sign * block
+    pre = _Precond(coef, edges, n, "sparsified")
+    M = pre._sparsified(blocks, keep)
+    assert M.has_sorted_indices
+    np.testing.assert_allclose(M.toarray(), dense, atol=1e-12)
+    comp = masked_components(n, edges, keep)[0]
+    users = comp == comp[rng.integers(n)]  # a component of the kept edges
+    rows = (np.flatnonzero(users)[:, None] * d + np.arange(d)).ravel()
+    np.testing.assert_allclose(pre._sparsified(blocks, keep, users=users).toarray(),
+                               dense[np.ix_(rows, rows)], atol=1e-12)
+    outside = np.flatnonzero(~users)
+    if outside.size:  # one more kept edge, from the component to a user outside it
+        leaving = np.r_[edges, [np.sort([np.flatnonzero(users)[0], outside[0]])]]
+        with pytest.raises(ValueError, match="keep"):
+            _Precond(coef, leaving, n, "sparsified")._sparsified(
+                np.r_[blocks, np.eye(d)[None]], np.r_[keep, True], users=users)
 
 
 def _largest_strong_component(coef, edges, wts, ratio):

@@ -203,3 +203,75 @@ def hess_blocks(edges, cap, P, tnorm, sigma, out):
             for a in range(d):
                 for b in range(d):
                     out[e, a, b] = (s if a == b else 0.0) - q * P[e, a] * P[e, b]
+
+
+@njit(cache=True)
+def sparsified_csc(coef, edges, blocks, keep, index, k):
+    """``(indptr, indices, data)``: the CSC (rows sorted) of the Hessian ``C ⊗ I + Σ_e
+    (a_e a_eᵀ) ⊗ B_e`` with the off-diagonal blocks ``−B_e`` of the edges outside ``keep``
+    dropped and every diagonal block kept, on the users with ``index ≥ 0`` (renumbered
+    ``index``, ``k`` of them; no kept edge may join one of them to another user). ``k d``
+    unknowns, user-major."""
+    n = coef.shape[0]
+    m, d = blocks.shape[0], blocks.shape[1]
+    diag = np.zeros((k, d, d))
+    deg = np.zeros(k + 1, np.int64)
+    for e in range(m):
+        for end in range(2):
+            iu = index[edges[e, end]]
+            if iu >= 0:
+                for a in range(d):
+                    for b in range(d):
+                        diag[iu, a, b] += blocks[e, a, b]
+                if keep[e]:
+                    deg[iu + 1] += 1
+    for u in range(n):
+        if index[u] >= 0:
+            for a in range(d):
+                diag[index[u], a, a] += coef[u]
+    start = np.cumsum(deg)  # each user's kept neighbours, then sorted by user
+    nbr = np.empty(start[k], np.int64)
+    via = np.empty(start[k], np.int64)
+    fill = start[:k].copy()
+    for e in range(m):
+        if keep[e]:
+            iu, iv = index[edges[e, 0]], index[edges[e, 1]]
+            if (iu >= 0) != (iv >= 0):
+                raise ValueError("keep: a kept edge joins a user inside to one outside")
+            if iu >= 0:
+                nbr[fill[iu]], via[fill[iu]] = iv, e
+                fill[iu] += 1
+                nbr[fill[iv]], via[fill[iv]] = iu, e
+                fill[iv] += 1
+    indptr = np.empty(k * d + 1, np.int32)  # SuperLU's index type
+    indptr[0] = 0
+    for u in range(k):
+        width = d * (start[u + 1] - start[u] + 1)
+        for b in range(d):
+            indptr[u * d + b + 1] = indptr[u * d + b] + width
+    indices = np.empty(indptr[k * d], np.int32)
+    data = np.empty(indptr[k * d])
+    for u in range(k):
+        lo, hi = start[u], start[u + 1]
+        for r in range(lo + 1, hi):  # insertion sort of the (few) neighbours
+            v, e = nbr[r], via[r]
+            q = r - 1
+            while q >= lo and nbr[q] > v:
+                nbr[q + 1], via[q + 1] = nbr[q], via[q]
+                q -= 1
+            nbr[q + 1], via[q + 1] = v, e
+        for b in range(d):
+            q = indptr[u * d + b]
+            r = lo
+            mine = False  # the diagonal block placed
+            while r < hi or not mine:
+                if not mine and (r == hi or nbr[r] > u):
+                    v, e, mine = u, -1, True
+                else:
+                    v, e = nbr[r], via[r]
+                    r += 1
+                for a in range(d):
+                    indices[q] = v * d + a
+                    data[q] = diag[u, a, b] if e < 0 else -blocks[e, a, b]
+                    q += 1
+    return indptr, indices, data

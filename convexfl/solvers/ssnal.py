@@ -63,6 +63,7 @@ from ._ssnal_kernels import (
     precond_weights,
     psi_grad,
     psi_value,
+    sparsified_csc,
 )
 from .admm import reduced_merges
 from .base import IncompatibleLossError
@@ -281,7 +282,7 @@ class _Precond:
         self.n_factor += 1
         n, d = self.n, blocks.shape[1]
         if keep is not None:
-            solve = repeated_solves(factor_spd(self._hessian(blocks, keep)))
+            solve = repeated_solves(factor_spd(self._sparsified(blocks, keep)))
         else:  # the same pattern at every σ and iterate: the first LU's ordering is kept
             if self.layout is None:
                 self.layout = PatternLU(n * d, *self._pattern(d))
@@ -289,23 +290,19 @@ class _Precond:
         self.solve = lambda R: solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
 
-    def _values(self, blocks, keep=None):
-        """The COO values of :meth:`_hessian` (in the order of :meth:`_pattern`)."""
+    def _values(self, blocks):
+        """The COO values of the Hessian (in the order of :meth:`_pattern`)."""
         n, (i, j) = self.n, self.edges.T
         d = blocks.shape[1]
         v = np.ascontiguousarray(blocks.reshape(-1, d * d))
         diag = sums_by_label(v, i, n) + sums_by_label(v, j, n)
         diag[:, ::d + 1] += self.coef[:, None]
-        if keep is not None:
-            v = v[keep]
         return np.concatenate([diag, -v, -v], axis=None)
 
-    def _pattern(self, d, keep=None):
-        """The COO rows and columns of :meth:`_hessian`: the ``d × d`` diagonal blocks, then
-        the off-diagonal blocks ``(i, j)`` and ``(j, i)`` of the edges (in ``keep``)."""
+    def _pattern(self, d):
+        """The COO rows and columns of the Hessian: the ``d × d`` diagonal blocks, then the
+        off-diagonal blocks ``(i, j)`` and ``(j, i)`` of the edges."""
         n, (i, j) = self.n, self.edges.T
-        if keep is not None:
-            i, j = i[keep], j[keep]
         a, b = np.divmod(np.arange(d * d), d)  # block entry (a, b), row-major
         node = np.arange(n)[:, None] * d
         ia, ja = i[:, None] * d + a, j[:, None] * d + a
@@ -313,12 +310,16 @@ class _Precond:
         return (np.concatenate([node + a, ia, ja], axis=None),
                 np.concatenate([node + b, jb, ib], axis=None))
 
-    def _hessian(self, blocks, keep=None):
-        """``H`` of :meth:`factor_hessian` (sparse CSC), without the off-diagonal blocks of
-        the edges outside ``keep``."""
-        size = self.n * blocks.shape[1]
-        return sp.coo_matrix((self._values(blocks, keep), self._pattern(blocks.shape[1], keep)),
-                             shape=(size, size)).tocsc()
+    def _sparsified(self, blocks, keep, users=None):
+        """The Hessian (sparse CSC) without the off-diagonal blocks of the edges outside
+        ``keep``, on ``users`` (a mask; all by default) when no kept edge leaves them."""
+        index = np.arange(self.n) if users is None else np.cumsum(users) - 1
+        if users is not None:
+            index[~users] = -1
+        k = int(index.max()) + 1
+        size = k * blocks.shape[1]
+        indptr, indices, data = sparsified_csc(self.coef, self.edges, blocks, keep, index, k)
+        return sp.csc_matrix((data, indices, indptr), shape=(size, size))
 
     def factor_sparsified(self, blocks, wts):
         """``"sparsified"``: the LU of the Hessian with the off-diagonal blocks of its weak
@@ -372,9 +373,7 @@ class _Precond:
         self.n_factor += 1
         d = blocks.shape[1]
         small = ~big
-        small_rows = (np.flatnonzero(small)[:, None] * d + np.arange(d)).ravel()
-        H = self._hessian(blocks, keep=keep)
-        lu = repeated_solves(factor_spd(H[small_rows][:, small_rows]))
+        lu = repeated_solves(factor_spd(self._sparsified(blocks, keep, users=small)))
         M = self._isotropic(wts)[big][:, big]
         iso = factor_spd(M).solve if big.sum() < AMG_MIN else _vcycle(M)
 
