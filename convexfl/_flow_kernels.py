@@ -389,7 +389,6 @@ def clique_components(comp, counts, edges, w):
     return out, wmax
 
 
-
 @njit(cache=True)
 def ldl_solve(Lp, Li, Lx, D, perm, b):
     """``x = M⁻¹ b`` from ``M[perm][:, perm]``'s ``L D Lᵀ`` (``L`` unit lower triangular in

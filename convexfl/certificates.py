@@ -241,16 +241,18 @@ def repeated_solves(lu):
 
     if not np.array_equal(lu.perm_r, lu.perm_c):
         return lu.solve
-    factors = []
+    first = True
+    ldl = None  # L's CSC arrays, diag(U) and the ordering, taken out at the second solve
 
     def solve(b):
-        if not factors:
-            factors.append(None)
+        nonlocal first, ldl
+        if first:
+            first = False
             return lu.solve(b)
-        if factors[0] is None:
+        if ldl is None:
             L = lu.L
-            factors[0] = (L.indptr, L.indices, L.data, lu.U.diagonal(), lu.perm_c)
-        return ldl_solve(*factors[0], np.ascontiguousarray(b, dtype=float))
+            ldl = (L.indptr, L.indices, L.data, lu.U.diagonal(), lu.perm_c)
+        return ldl_solve(*ldl, np.ascontiguousarray(b, dtype=float))
 
     return solve
 

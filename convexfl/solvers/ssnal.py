@@ -313,10 +313,9 @@ class _Precond:
     def _sparsified(self, blocks, keep, users=None):
         """The Hessian (sparse CSC) without the off-diagonal blocks of the edges outside
         ``keep``, on ``users`` (a mask; all by default) when no kept edge leaves them."""
-        index = np.arange(self.n) if users is None else np.cumsum(users) - 1
-        if users is not None:
-            index[~users] = -1
-        k = int(index.max()) + 1
+        users = np.ones(self.n, dtype=bool) if users is None else users
+        index = np.where(users, np.cumsum(users) - 1, -1)
+        k = int(users.sum())
         size = k * blocks.shape[1]
         indptr, indices, data = sparsified_csc(self.coef, self.edges, blocks, keep, index, k)
         return sp.csc_matrix((data, indices, indptr), shape=(size, size))
