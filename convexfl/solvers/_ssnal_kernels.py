@@ -276,24 +276,3 @@ def sparsified_csc(coef, edges, blocks, keep, index, k):
                     q += 1
     return indptr, indices, data
 
-
-@njit(cache=True)
-def gauss_seidel(indptr, indices, data, x, b, forward):
-    """One Gauss–Seidel sweep on ``A x = b`` (``A`` in CSR) for every column of ``x`` (n, k)
-    in place, rows in order (``forward``) or in reverse: pyamg's ``gauss_seidel`` sweep."""
-    n, k = x.shape
-    acc = np.empty(k)
-    for step in range(n):
-        i = step if forward else n - 1 - step
-        diag = 0.0
-        acc[:] = 0.0
-        for q in range(indptr[i], indptr[i + 1]):
-            j = indices[q]
-            if j == i:
-                diag += data[q]
-            else:
-                for c in range(k):
-                    acc[c] += data[q] * x[j, c]
-        if diag != 0.0:
-            for c in range(k):
-                x[i, c] = (b[i, c] - acc[c]) / diag

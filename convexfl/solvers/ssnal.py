@@ -58,7 +58,6 @@ from ._ssnal_kernels import (
     cg_update,
     flush_dot,
     flush_sq,
-    gauss_seidel,
     hess_blocks,
     hess_vec,
     precond_weights,
@@ -388,26 +387,33 @@ class _Precond:
 
 
 def _vcycle(M):
-    """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on the columns of ``R``: pyamg's
+    """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on each column of ``R``: pyamg's
     hierarchy, and the cycle of its ``aspreconditioner`` (one forward Gauss–Seidel sweep
     before and one backward sweep after each coarse-grid correction, the coarsest level by
-    pseudo-inverse: a symmetric preconditioner, half the smoothing of pyamg's default) on
-    every column at once (:func:`gauss_seidel`), each level's matrix read once per sweep for
-    all columns and no residual norms. Measured at N = 5·10⁴, λ = 3 (the isotropic block of
-    ~2·10⁴ users, three columns): see docs/solvers.md."""
+    pseudo-inverse: a symmetric preconditioner, half the smoothing of pyamg's default), run
+    here for all columns level by level, without the residual norms pyamg's ``solve``
+    computes before and after each cycle (two products with the finest matrix per column).
+    Measured in docs/solvers.md (Newton systems at large N)."""
     import pyamg
+    from pyamg.relaxation.relaxation import gauss_seidel
 
     levels = pyamg.ruge_stuben_solver(M).levels
     coarse = np.linalg.pinv(levels[-1].A.toarray())
+
+    def sweep(A, x, b, direction):
+        for c in range(x.shape[1]):
+            column = np.ascontiguousarray(x[:, c])
+            gauss_seidel(A, column, np.ascontiguousarray(b[:, c]), sweep=direction)
+            x[:, c] = column
 
     def cycle(k, b):
         if k == len(levels) - 1:
             return coarse @ b
         A = levels[k].A
         x = np.zeros_like(b)
-        gauss_seidel(A.indptr, A.indices, A.data, x, b, True)
+        sweep(A, x, b, "forward")
         x += levels[k].P @ cycle(k + 1, levels[k].R @ (b - A @ x))
-        gauss_seidel(A.indptr, A.indices, A.data, x, b, False)
+        sweep(A, x, b, "backward")
         return x
 
     return lambda R: cycle(0, np.ascontiguousarray(R, dtype=float))
