@@ -225,6 +225,24 @@ def test_repeated_solves_are_the_lu_solves(n, d, decades, seed):
         assert np.linalg.norm(H @ x - b) <= 1e-9 * np.linalg.norm(H) * np.linalg.norm(x)
 
 
+def test_repeated_solves_need_a_symmetric_factor():
+    """The control of the test above: without pivoting but on a non-symmetric matrix
+    (``U ≠ D Lᵀ``) the second solve, which reads ``L`` and ``D`` only, is wrong while the
+    first (SuperLU's) is right: the comparison with SuperLU can fail, and the ``L D Lᵀ``
+    solve is for the symmetric factors of ``factor_spd`` only."""
+    import scipy.sparse as sp
+
+    from convexfl.certificates import factor_spd, repeated_solves
+
+    A = sp.csc_matrix(np.array([[4.0, 1.0, 0.0], [0.0, 3.0, 2.0], [1.0, 0.0, 5.0]]))
+    lu = factor_spd(A)
+    assert np.array_equal(lu.perm_r, lu.perm_c)
+    solve = repeated_solves(lu)
+    b = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(A @ solve(b), b, atol=1e-12)
+    assert not np.allclose(A @ solve(b), b, atol=1e-3)
+
+
 def test_repeated_solves_keep_superlus_solve_after_pivoting():
     """A factor whose rows were pivoted (``perm_r ≠ perm_c``: not a factor of
     ``factor_spd``) is not taken for ``L D Lᵀ``: its solves stay SuperLU's."""
