@@ -182,7 +182,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         r = float(np.linalg.norm(G))
         return _certificate(prob, X, dist, G, u_all, r, r, gn, tol, fused, rtol)
     if flows is not None:
-        flows = as_float_array(flows, "flows", ndim=(2, 3))
+        flows = as_float_array(flows, "flows", ndim=(2, 3), copy=False)  # only read
         if flows.shape[-2:] != (graph.n_edges, prob.dim):
             raise ValueError(f"flows: expected shape {(graph.n_edges, prob.dim)} or "
                              f"(k, {graph.n_edges}, {prob.dim}), got {flows.shape}")

@@ -3,7 +3,10 @@
 (:meth:`~convexfl.solvers._common.Certifier.repair`); ``method="auto"`` repairs the
 partition of its ADMM stage before it starts SSNAL."""
 
+import dataclasses
+
 import numpy as np
+import pytest
 
 import convexfl as cfl
 from convexfl.certificates import kkt_residual
@@ -80,6 +83,33 @@ def test_a_repair_that_makes_no_progress_stops():
                               np.zeros((prob.graph.n_edges, prob.dim)), rounds=50)
     assert rounds == 0 and certifier.best[0] > 1e-6
     assert certifier.count == 1 and certifier.last is not None
+
+
+@pytest.mark.parametrize("lam_from", [6.0, 10.0])
+def test_a_warm_partition_from_another_lambda_is_repaired_before_any_iteration(lam_from):
+    """A solution at a larger λ has too few clusters here (3 against 6): its partition
+    fails, is split along its saturated flows inside the warm start and certified with
+    no iteration, the same solution as SSNAL's from cold."""
+    prob = mixture(600, 3.0)
+    coarse = cfl.solve(prob.with_lam(lam_from), method="admm", tol=1e-8)
+    ref = cfl.solve(prob, method="ssnal", tol=1e-9)
+    assert coarse.n_clusters < ref.n_clusters  # a merge cannot mend it: a split must
+    sol = cfl.solve(prob, method="admm", warm_start=coarse, tol=1e-6)
+    assert sol.converged and sol.stage == "warm partition" and sol.n_iter == 0
+    assert sol.history["warm_repair"] >= 2  # the warm round failed, a split certified
+    assert sol.n_clusters == ref.n_clusters
+    assert abs(sol.objective - ref.objective) <= 1e-9 * abs(ref.objective)
+
+
+def test_a_warm_start_at_the_same_lambda_is_not_repaired_by_the_solver():
+    """At the warm start's own λ (``auto`` hands its ADMM stage's candidate to SSNAL after
+    repairing it) a failing warm partition goes to the iterations, unrepaired."""
+    prob = mixture(600, 3.0)
+    coarse = cfl.solve(prob.with_lam(6.0), method="admm", tol=1e-8)
+    here = dataclasses.replace(coarse, lam=prob.lam)  # the same wrong partition at λ
+    sol = cfl.solve(prob, method="admm", warm_start=here, tol=1e-6)
+    assert sol.converged and "warm_repair" not in sol.history
+    assert sol.stage != "warm partition" and sol.n_iter > 0
 
 
 def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():

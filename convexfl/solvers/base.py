@@ -69,7 +69,9 @@ class Solution:
     stage : str
         Which stage produced ``X``: ``"iterations"`` (a candidate of the method's own
         iterations certified), ``"warm partition"`` (the warm start's partition certified
-        before any iteration), ``"coarsening"`` (a reduced problem of a coarsening attempt),
+        before any iteration; when it is a solution at another λ and had to be repaired
+        first, ``history["warm_repair"]`` holds the repair's rounds), ``"coarsening"`` (a
+        reduced problem of a coarsening attempt),
         ``"partition repair"`` (``method="auto"``: its ADMM stage's partition split along
         saturated flows and polished, ``history["repair"]``), ``"final polish"`` (after the
         method stopped — iteration limit or divergence — Newton on its last partition),
