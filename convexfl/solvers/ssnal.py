@@ -286,7 +286,7 @@ class _Precond:
         else:  # the same pattern at every σ and iterate: the first LU's ordering is kept
             if self.layout is None:
                 self.layout = PatternLU(n * d, *self._pattern(d))
-            solve = self.layout.factor(self._values(blocks), repeated=True)
+            solve = self.layout.factor(self._values(blocks))
         self.solve = lambda R: solve(np.ascontiguousarray(R).ravel()).reshape(n, d)
         self.time += time.perf_counter() - start
 
