@@ -101,6 +101,30 @@ def test_a_warm_partition_from_another_lambda_is_repaired_before_any_iteration(l
     assert abs(sol.objective - ref.objective) <= 1e-9 * abs(ref.objective)
 
 
+def test_a_failed_warm_repair_leaves_the_certifier_as_the_warm_round_left_it():
+    """From a two-cluster solution at λ = 100 the warm repair's two rounds do not reach
+    the six clusters of λ = 3: the certifier keeps the warm round's candidate as its best
+    (the solver's iterations and a later repair start from their own partitions)."""
+    from convexfl.solvers._common import _fused_of, _moved_flows, flow_guesses
+
+    prob = mixture(600, 3.0)
+    warm = cfl.solve(prob.with_lam(100.0), method="admm", tol=1e-8)
+    flows = flow_guesses(prob, warm, _moved_flows(prob, warm))
+
+    def warm_round(warm_from):
+        certifier = Certifier(prob, 1e-6, polish=True, warm_from=warm_from,
+                              merges=reduced_merges)
+        ok = certifier.warm(warm.X, flows, _fused_of(prob, warm))
+        return ok, certifier
+
+    alone = warm_round(None)[1]  # no solution at another λ: no repair
+    ok, certifier = warm_round(warm)
+    assert not ok and certifier.warm_repair == 0 and alone.best[0] > 1e-6
+    assert certifier.best[0] == alone.best[0]
+    np.testing.assert_array_equal(certifier.best[1], alone.best[1])
+    assert certifier.polish_steps == alone.polish_steps
+
+
 def test_a_warm_start_at_the_same_lambda_is_not_repaired_by_the_solver():
     """At the warm start's own λ (``auto`` hands its ADMM stage's candidate to SSNAL after
     repairing it) a failing warm partition goes to the iterations, unrepaired."""
