@@ -161,19 +161,16 @@ STALL_ITERS = 3
 # did not help: ×10, ×100 at N = 2e4, λ = 3: 82, 80 s; nor did ending the subproblem after 5
 # damped steps: > 900 s.)
 WARM_SIGMA_SCALE = 0.1
-HESSIAN_MAX_DIM = 2  # "auto": the exact Hessian's LU up to this dimension...
-HESSIAN_MAX_N = 20_000  # ...and this many users (measured, below)
 
 
 def newton_solver_for(n, m, dim, choice="auto"):
     """The preconditioner of the Newton systems for ``n`` users, ``m`` edges, dimension ``dim``.
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
-    ``m > n²/8``); the exact sparse LU of the generalised Hessian itself (``"hessian"``,
-    ``n·dim`` unknowns) for ``dim ≤ HESSIAN_MAX_DIM`` up to ``HESSIAN_MAX_N`` users; else
-    ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of the Hessian with the
-    off-diagonal blocks of its weak edges dropped, and, on the users whose strong edges
-    still join more than ``SPARSIFIED_MAX_COMPONENT`` of them (:meth:`_Precond.strong_edges`),
+    ``m > n²/8``); else ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of
+    the Hessian with the off-diagonal blocks of its weak edges dropped, and, on the users
+    whose strong edges still join more than ``SPARSIFIED_MAX_COMPONENT`` of them
+    (:meth:`_Precond.strong_edges`),
     the isotropic ``C + σ L_w`` by one algebraic-multigrid V-cycle (:func:`_vcycle`) from
     :data:`AMG_MIN` users on and by the exact sparse LU
     (:func:`~convexfl.certificates.factor_spd`) below.
@@ -188,9 +185,20 @@ def newton_solver_for(n, m, dim, choice="auto"):
     (9417 edges) took 10 (0.64 s), ≥ 10: 16, ≥ 1: 7, only the edges in the ball: 87.
     Where few clusters remain (λ = 10) the strong edges join most users and the
     factorisations fell back (before the ratio was raised inside large components and only
-    their users fell back: constants above). make_moons n = 5000 (d = 2) at
-    λ = 0.2: 5.0 s against "hessian"'s 5.4 s; at n = 2·10⁴ it falls back throughout (157 s
-    against "hessian"'s 58 s), so d ≤ 2 keeps "hessian".
+    their users fell back: constants above).
+
+    "sparsified" against the exact LU of the whole Hessian (``"hessian"``), which "auto"
+    chose for ``d ≤ 2`` up to 2·10⁴ users until the sparsified set-ups, solves and V-cycles
+    became cheaper (measured 2026-11-27, SSNAL to certified 1e-6, 2-core machine, two runs
+    each unless said): make_moons (kNN 15, d = 2) n = 2·10⁴, λ = 0.2 (``auto``, one run):
+    31.4 → 24.4 s (33 → 39 set-ups, none falling back; 487 → 870 CG); λ = 0.4 from the
+    path's λ = 0.2: 31.4–32.3 → 27.3 s; n = 5000, λ = 0.2: 6.2–7.0 → 5.4–5.5 s; λ = 1 (one
+    run): 4.7 s either way. kNN10 mixtures (centres 2·N(0, I), noise 0.7, seed 0): d = 2
+    N = 5000, λ = 0.03: 2.9–3.4 → 1.0 s; N = 3000, λ = 0.03: 3.2–3.3 → 2.5 s; λ = 3:
+    3.19 → 3.32 s; d = 1, N = 3000, λ = 0.03: 0.38–0.41 → 0.28 s; λ = 1: 0.64–0.74 →
+    0.91–0.94 s. Where few clusters remain "hessian" needs fewer CG iterations (λ = 3:
+    843 against 1593) and is as fast or faster; there ``method="auto"`` mostly certifies
+    by its partition repair, without SSNAL.
 
     The Hessian's LU takes the anisotropic edge blocks ``(c/‖T‖)(I − T̂T̂ᵀ)`` exactly, which
     ``C + σ L_w`` replaces by ``(c/‖T‖) I``; it has ``dim²`` times the non-zeros. Measured
@@ -219,8 +227,6 @@ def newton_solver_for(n, m, dim, choice="auto"):
         return choice
     if n <= 200 or (n <= 4000 and m > n * n / 8):
         return "dense"
-    if dim <= HESSIAN_MAX_DIM and n <= HESSIAN_MAX_N:
-        return "hessian"
     return "sparsified"
 
 
