@@ -166,10 +166,14 @@ def _admm_then_ssnal(prob, **options):
     flows. ``history["admm_warm_up"]`` records the first stage, ``history["repair"]`` the
     repair; ``time_s`` counts all three. A warm start (``X0``, ``flows0``,
     ``warm_start``) goes to the ADMM stage, which first tries its partition at this λ
-    (along a path that certifies most λ with no iteration). Where it does not, SSNAL from
-    the warm start itself was slow: make_moons n = 2·10⁴, λ = 0.4 from the solution at
+    (along a path that certifies most λ with no iteration, repairing it where it fails:
+    :meth:`~convexfl.solvers._common.Certifier.warm`). Where it does not, SSNAL from the
+    warm start itself was slow: make_moons n = 2·10⁴, λ = 0.4 from the solution at
     λ = 0.2, 654 s (its 200 outer iterations, then the final polish), against 60 s from
-    cold through this ADMM stage. Below ``AUTO_POLISH_BELOW`` users the ADMM
+    cold through this ADMM stage; measured again 2026-11-27 (SSNAL's ``"sparsified"``
+    Newton systems): 33.2 s from that warm start, 60.3 s from cold, 28.1 s through this
+    stage (whose 100 iterations, 5.1 s, and failed repair, 3.4 s, leave KKT 0.23 but a
+    start from which SSNAL needs 59 → 32 set-ups). Below ``AUTO_POLISH_BELOW`` users the ADMM
     stage polishes a small partition once it is stable across two checks, checked every 5
     iterations (``polish="small"``, ``check_every=5``); measured, kNN10 mixture, λ = 3, the
     loaded 2-core machine: N = 400 33 -> 15 ms, 1000 65 -> 55 ms, 3000 240 -> 150 ms with
