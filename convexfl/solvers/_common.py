@@ -698,18 +698,17 @@ class Certifier:
         solved by ADMM, then Newton again): along a path the partition changes at few λ,
         and mostly by merges, so most λ need no iteration. When that fails and the warm
         start is a solution at another λ (:attr:`warm_from`), the partition is repaired
-        from there (:meth:`repair`, its first round being this one). ``flows0``: one guess
-        of the flows or several (:func:`flow_guesses`); ``fused``: the partition's fused
-        edges when known (:func:`_fused_of`), else those of ``X0``.
+        from there (:meth:`_warm_repair`, its first round being this one). ``flows0``: one
+        guess of the flows or several (:func:`flow_guesses`); ``fused``: the partition's
+        fused edges when known (:func:`_fused_of`), else those of ``X0``.
 
-        The repair measured on the make_moons n = 2·10⁴ path (same session, warm starts
-        from the path's solutions): at λ = 2.4, 2.8 and 3.0 the warm partition is the
-        answer, or one split away, but the certificate's targeted search gave up early;
-        repaired here they took 0.91, 0.75 and 0.85 s, against 4.28, 2.81 and 3.65 s
-        through the ADMM stage and its repair (λ = 0.6 and 0.8: 1.93 and 1.94 s against
-        3.96 and 4.22 s), with the same partitions. A warm start at this very λ (the
-        ADMM stage's candidate handed to SSNAL by ``method="auto"``) was repaired by
-        the caller already."""
+        The repair measured on the make_moons n = 2·10⁴ path (warm starts from the path's
+        solutions, same session): at λ = 0.8, 2.4 and 3.0 the warm partition is the
+        answer but the certificate's targeted search gave up early, at 0.6 and 2.8 it is
+        one split away; repaired here they took 1.39, 1.32, 0.66, 1.52 and 0.70 s, against
+        4.22, 4.28, 3.65, 3.96 and 2.81 s through the ADMM stage and its repair, with the
+        same partitions. A warm start at this very λ (the ADMM stage's candidate handed to
+        SSNAL by ``method="auto"``) was repaired by the caller already."""
         start = time.perf_counter()
         self.count += 1
         prob = self.prob

@@ -115,7 +115,7 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         with its weak edges' off-diagonal blocks dropped (``"sparsified"``, falling back to
         ``C + σ L_w`` where its strong edges join more than 2000 users; the history's
         ``n_factor_sparsified`` counts the factorisations that did not fall back);
-        ``"auto"`` chooses by size, density and dimension (:func:`newton_solver_for`).
+        ``"auto"`` chooses by size and density (:func:`newton_solver_for`).
     polish : bool or "small"
         Refine candidates by Newton on the reduced problem before certifying (``"small"``:
         only reduced problems with ``K·d ≤ 300``; see :func:`~convexfl.solvers.admm.solve_admm`).
@@ -163,17 +163,16 @@ STALL_ITERS = 3
 WARM_SIGMA_SCALE = 0.1
 
 
-def newton_solver_for(n, m, dim, choice="auto"):
-    """The preconditioner of the Newton systems for ``n`` users, ``m`` edges, dimension ``dim``.
+def newton_solver_for(n, m, choice="auto"):
+    """The preconditioner of the Newton systems for ``n`` users and ``m`` edges.
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
     ``m > n²/8``); else ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of
     the Hessian with the off-diagonal blocks of its weak edges dropped, and, on the users
     whose strong edges still join more than ``SPARSIFIED_MAX_COMPONENT`` of them
-    (:meth:`_Precond.strong_edges`),
-    the isotropic ``C + σ L_w`` by one algebraic-multigrid V-cycle (:func:`_vcycle`) from
-    :data:`AMG_MIN` users on and by the exact sparse LU
-    (:func:`~convexfl.certificates.factor_spd`) below.
+    (:meth:`_Precond.strong_edges`), the isotropic ``C + σ L_w`` by one
+    algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and by the
+    exact sparse LU (:func:`~convexfl.certificates.factor_spd`) below.
 
     "sparsified" against "amg" (kNN10 mixture, d = 3, ``python -m benchmarks.large_knn``'s
     instances, SSNAL after ``auto``'s ADMM stage, certified 1e-6, one run each, 2-core
@@ -470,7 +469,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     sigma_max = as_scalar(sigma_max, "sigma_max", low=0.0, low_inclusive=False)
     max_newton = as_int(max_newton, "max_newton", low=1)
     cg_max_iter = as_int(cg_max_iter, "cg_max_iter", low=1)
-    newton_solver_for(0, 0, 0, newton_solver)  # validated before any work
+    newton_solver_for(0, 0, newton_solver)  # validated before any work
     done = run.closed_form() or run.warm_partition()
     if done is not None:
         return done
@@ -496,7 +495,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     P = np.empty((m, d))
     tnorm = np.empty(m)
     HV = np.empty((n, d))
-    pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
+    pre = _Precond(coef, edges, n, newton_solver_for(n, m, newton_solver))
     wts = np.empty(m)
     blocks = np.empty((m, d, d) if pre.kind in ("hessian", "sparsified") else (0, d, d))
     pre_sigma = None
