@@ -72,6 +72,56 @@ def test_merges_after_a_split_start_from_the_polished_candidate():
     assert abs(certifier.best[2].objective - ref.objective) <= 1e-8 * abs(ref.objective)
 
 
+@pytest.mark.parametrize(("admm_max", "merge_max", "inner"), [
+    (10**9, 8000, "admm"),  # small: ADMM
+    (0, 10**9, "ssnal"),  # above MERGES_ADMM_MAX, up to MERGE_MAX: SSNAL
+    (0, 10, "admm"),  # above MERGE_MAX (a coarsening attempt): ADMM's capped iterations
+])
+def test_merges_of_a_refinement_are_the_solution_s_partition(monkeypatch, admm_max,
+                                                              merge_max, inner):
+    """The solution lies in the subspace of every refinement of its partition: the merges
+    of one (each cluster split at random into three) are its partition and centroids, by
+    the inner solve chosen by size."""
+    from convexfl.solvers import _common, admm, ssnal
+
+    prob = mixture(600, 3.0)
+    ref = cfl.solve(prob, method="ssnal", tol=1e-9)
+    ref_labels = ref.labels()
+    fine = ref_labels * 3 + np.random.default_rng(1).integers(0, 3, prob.n_users)
+    fine = np.unique(fine, return_inverse=True)[1]
+    used = []
+    for name, module in (("admm", admm), ("ssnal", ssnal)):
+        def spy(*args, _solve=module._solve_son, _name=name, **kwargs):
+            used.append(_name)
+            return _solve(*args, **kwargs)
+        monkeypatch.setattr(module, "_solve_son", spy)
+    monkeypatch.setattr(_common, "MERGES_ADMM_MAX", admm_max)
+    monkeypatch.setattr(_common, "MERGE_MAX", merge_max)
+    merged, W = reduced_merges(prob, fine, cluster_means(prob.loss.F, fine))
+    assert used == [inner]
+    assert merged.max() + 1 == ref.n_clusters
+    assert len(np.unique(np.c_[merged, ref_labels], axis=0)) == ref.n_clusters
+    np.testing.assert_allclose(W[merged], ref.X, atol=1e-6)
+
+
+def test_merge_solver_by_size_loss_and_share_of_the_users(monkeypatch):
+    from convexfl.solvers import _common
+    from convexfl.solvers._common import merge_solver
+
+    prob = mixture(600, 3.0)  # d = 3
+    assert merge_solver(prob, 600) == "admm"  # K·d = 1800 ≤ MERGES_ADMM_MAX
+    monkeypatch.setattr(_common, "MERGES_ADMM_MAX", 100)
+    assert merge_solver(prob, 100) == "ssnal"  # 100 ≤ MERGE_SHARE · 600 = 150
+    assert merge_solver(prob, 151) is None  # nearly as many clusters as users
+    monkeypatch.setattr(_common, "MERGE_MAX", 299)
+    assert merge_solver(prob, 100) is None  # K·d = 300 > MERGE_MAX
+    A = prob.loss.F
+    logistic = cfl.SumOfNorms(cfl.losses.Logistic(A, np.where(A[:, 0] > 0, 1.0, -1.0),
+                                                  np.arange(prob.n_users)), prob.graph, 3.0)
+    monkeypatch.setattr(_common, "MERGE_MAX", 8000)
+    assert merge_solver(logistic, 100) is None  # SSNAL needs the quadratic loss
+
+
 def test_a_repair_that_makes_no_progress_stops():
     # from one cluster: 1 → 39 → 24 clusters (KKT 0.12), then 179 → a round that does not
     # halve the residual. (mixture(600, 1.0) stalled until the flow search's lower bound
@@ -101,11 +151,15 @@ def test_a_warm_partition_from_another_lambda_is_repaired_before_any_iteration(l
     assert abs(sol.objective - ref.objective) <= 1e-9 * abs(ref.objective)
 
 
-def test_a_failed_warm_repair_leaves_the_certifier_as_the_warm_round_left_it():
-    """From a two-cluster solution at λ = 100 the warm repair's two rounds do not reach
-    the six clusters of λ = 3: the certifier keeps the warm round's candidate as its best
-    (the solver's iterations and a later repair start from their own partitions)."""
+def test_a_failed_warm_repair_leaves_the_certifier_as_the_warm_round_left_it(monkeypatch):
+    """From a two-cluster solution at λ = 100 a warm repair of two rounds does not reach
+    the six clusters of λ = 3 (three rounds do): the certifier keeps the warm round's
+    candidate as its best (the solver's iterations and a later repair start from their
+    own partitions)."""
+    from convexfl.solvers import _common
     from convexfl.solvers._common import _fused_of, _moved_flows, flow_guesses
+
+    monkeypatch.setattr(_common, "WARM_REPAIR_ROUNDS", 2)
 
     prob = mixture(600, 3.0)
     warm = cfl.solve(prob.with_lam(100.0), method="admm", tol=1e-8)

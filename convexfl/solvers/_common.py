@@ -42,6 +42,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from .._flow_kernels import project_flows, sums_by_label
+from .._kernels import QUADRATIC
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
 from ..certificates import PatternLU, kkt_residual
 from ..clusters import components
@@ -55,7 +56,9 @@ from .base import Solution
 
 FUSE_RTOL = 1e-10
 POLISH_MAX = 6000  # largest reduced Newton system (K·d) polished
-MERGE_MAX = 2000  # largest reduced problem (K·d) solved for its merges before polishing
+MERGES_ADMM_MAX = 2000  # reduced problems (K·d) up to this size are solved for their merges
+MERGE_MAX = 8000  # ...and larger ones with the quadratic loss up to this size (merge_solver)
+MERGE_SHARE = 0.25  # ...when their clusters are at most this share of the users
 COARSEN_MIN = 2000  # solvers try coarsening (Certifier.coarsen) from this many users on
 DENSE_MAX = 2500  # reduced Newton systems up to this size are solved densely
 SMALL_NEWTON = 300  # reduced Newton systems this small are dense and cheap at any density
@@ -73,7 +76,7 @@ REPAIR_FLOW_ITER = 5000  # ...within this many flow iterations (kkt_residual's d
 REPAIR_PROGRESS = 0.5  # a repair stops when a round does not reduce the residual this much
 SLOPE_FLOW_ITER = 50  # flow iterations of the search for an exact flow slope (_exact_slope)
 REPAIR_NEWTON_STEPS = 30  # Newton steps of each polish in a repair round
-WARM_REPAIR_ROUNDS = 2  # rounds of the repair of a failed warm partition (the warm one first)
+WARM_REPAIR_ROUNDS = 3  # rounds of the repair of a failed warm partition (the warm one first)
 
 
 def check_common(tol, max_iter):
@@ -451,6 +454,24 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
     return labels, W, False, steps
 
 
+def merge_solver(prob: SumOfNorms, k: int) -> str | None:
+    """The solve of the reduced problem of a partition into ``k`` clusters for its merges
+    (:func:`~convexfl.solvers.admm.reduced_merges`) when a candidate is polished or
+    repaired: ``"admm"`` when ``K·d ≤ MERGES_ADMM_MAX``; ``"ssnal"`` with the quadratic
+    loss up to ``K·d ≤ MERGE_MAX`` when ``K ≤ MERGE_SHARE · N``; else ``None`` (no merges).
+    A reduced problem of nearly as many clusters as users is not cheaper than the problem
+    itself: kNN10 mixture N = 3000, d = 3, λ = 0.3 (K = 2124), ``auto`` took 3.4 s with
+    SSNAL after its ADMM stage and 11.6 s when that stage's partition was repaired (three
+    rounds of SSNAL merges); make_moons n = 2·10⁴, λ = 0.2 and 0.4 (K = 1571 and 472 of
+    20000) are repaired (docs/solvers.md, "Partition repair")."""
+    size = k * prob.dim
+    if size <= MERGES_ADMM_MAX:
+        return "admm"
+    if prob.loss.code == QUADRATIC and size <= MERGE_MAX and k <= MERGE_SHARE * prob.n_users:
+        return "ssnal"
+    return None
+
+
 class Certifier:
     """Build, polish and certify candidates; keeps timing and counts.
 
@@ -605,7 +626,7 @@ class Certifier:
         self.coarse_k = k
         start = time.perf_counter()
         self.count += 1
-        merged, W = self._merged(labels, cluster_means(X, labels), max_size=None)
+        merged, W = self._merged(labels, cluster_means(X, labels), any_size=True)
         ok = merged is not None and self._newton_and_certify(merged, W, flows)
         self.coarsen_fails += not ok
         self.time += time.perf_counter() - start
@@ -638,7 +659,7 @@ class Certifier:
         done = 0
         previous = np.inf
         for r in range(1, rounds + 1):
-            if W.size > MERGE_MAX:
+            if merge_solver(self.prob, W.shape[0]) is None:
                 break
             if not (polished and r == 1):
                 self.last = None
@@ -665,14 +686,14 @@ class Certifier:
             labels, W, flows = split, cluster_means(X, split), cert.flows
         return done
 
-    def _merged(self, labels, W, max_size=MERGE_MAX, warm=None):
+    def _merged(self, labels, W, any_size=False, warm=None):
         """The merges of the partition ``labels`` at this λ from its reduced problem
-        (``K·d ≤ max_size``), by the solve this certifier was given (``merges``; none: no
-        merges), started from ``warm``, a candidate ``(X, flows)``, when given.
-        Returns ``(labels, W)`` or ``(None, None)``."""
-        if self.merges is None:
+        (:func:`merge_solver`, or ``any_size``), by the solve this certifier was given
+        (``merges``; none: no merges), started from ``warm``, a candidate ``(X, flows)``,
+        when given. Returns ``(labels, W)`` or ``(None, None)``."""
+        if self.merges is None or not (any_size or merge_solver(self.prob, W.shape[0])):
             return None, None
-        return self.merges(self.prob, labels, W, max_size, warm)
+        return self.merges(self.prob, labels, W, None, warm)
 
     def untried(self, fused_mask, stable=False):
         """True when the partition of ``fused_mask`` is new and its Newton system small

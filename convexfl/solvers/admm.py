@@ -35,7 +35,15 @@ import numpy as np
 from .._validation import as_int, as_scalar
 from ..problems import Reduced
 from ._admm_kernels import admm_run
-from ._common import COARSEN_MIN, Run, check_bool, cluster_means, son_dispatch, user_minimisers
+from ._common import (
+    COARSEN_MIN,
+    Run,
+    check_bool,
+    cluster_means,
+    merge_solver,
+    son_dispatch,
+    user_minimisers,
+)
 from ._common_kernels import gradient_residual
 
 __all__ = ["solve_admm", "reduced_merges"]
@@ -118,18 +126,31 @@ MERGES_MAX_ITER = 1000  # ADMM iterations of reduced_merges' inner solve
 
 def reduced_merges(prob, labels, W, max_size=None, warm=None):
     """The merges of the partition ``labels`` of (SON) ``prob`` at its λ: the reduced
-    problem (K super-users, ``K·d ≤ max_size`` when given) solved by ADMM to ``1e-9``,
-    its certificates polished by Newton only (no merges inside), or its exact fusions
-    after ``MERGES_MAX_ITER`` iterations (the merges are a candidate's: the caller
-    polishes and certifies them). Measured on a kNN10 mixture path (N = 3000, d = 3, 40 λ
-    from 0.3 to 6, every λ certified), whose many-cluster λ ask for merges of reduced
-    problems of up to 1471 super-users: 5000 iterations there took the merges 91 s of the
-    path's 199 s, 1000 iterations 54.5 s of 177 s. ``warm``: a candidate
-    ``(X, flows)`` of ``prob`` (the certifier's last: the Newton polish of this partition
-    and its certificate's flows), from which the inner solve starts: its cluster means and
-    its flows summed over each pair of clusters (:meth:`~convexfl.graphs.Graph.reduce_flows`,
-    feasible for the reduced capacities). Measured on the make_moons n = 5000 path: see
-    docs/solvers.md, "Partition repair".
+    problem (K super-users, ``K·d ≤ max_size`` when given) solved to ``1e-9`` for its exact
+    fusions (the merges are a candidate's: the caller polishes and certifies them).
+
+    The inner solve is the one :func:`~convexfl.solvers._common.merge_solver` names, ADMM
+    where it names none (a coarsening attempt, ``max_size=None``: its capped iterations
+    are the bounded cost).
+
+    ADMM's certificates are polished by Newton only (no merges inside), or its exact
+    fusions taken after ``MERGES_MAX_ITER`` iterations. Measured on a kNN10 mixture path
+    (N = 3000, d = 3, 40 λ from 0.3 to 6, every λ certified), whose many-cluster λ ask for
+    merges of reduced problems of up to 1471 super-users: 5000 iterations there took the
+    merges 91 s of the path's 199 s, 1000 iterations 54.5 s of 177 s. ``warm``: a
+    candidate ``(X, flows)`` of ``prob`` (the certifier's last: the Newton polish of this
+    partition and its certificate's flows), from which ADMM starts: its cluster means and
+    its flows summed over each pair of clusters
+    (:meth:`~convexfl.graphs.Graph.reduce_flows`, feasible for the reduced capacities).
+    Measured on the make_moons n = 5000 path: see docs/solvers.md, "Partition repair".
+
+    SSNAL (larger reduced problems, quadratic loss) starts from cold, its certifier given
+    no merges either; a warm start from the candidate was slower (the n = 2·10⁴ repair of
+    λ = 0.2 below: 20.0 s instead of 15.8 s). ADMM's 1000 iterations leave their fusions
+    inexact at those sizes: on the make_moons n = 2·10⁴ path the repair of λ = 0.2 (the
+    ADMM stage's 1451 clusters → 1571) and of λ = 0.4 from λ = 0.2's solution (1571 →
+    501) certify in 5 and 3 rounds with SSNAL's merges (1.4–2.0 s each at ~1600
+    super-users), and not at all with ADMM's (docs/solvers.md, "Partition repair").
 
     The solution of (SON) lies in the subspace of every coarser partition, so where a
     candidate only lacks merges this is the exact partition. Newton alone
@@ -148,12 +169,20 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None):
     if k == 1 or k == prob.n_users or too_big:
         return None, None
     red = Reduced(prob.loss, prob.graph, labels, prob.lam)
-    opts = dict(solve_admm.__kwdefaults__, tol=1e-9, max_iter=MERGES_MAX_ITER, merges=None)
-    if warm is not None and warm[1] is not None:
-        X, flows = warm
-        opts.update(X0=cluster_means(X, red.labels, red.n_clusters),
-                    flows0=prob.graph.reduce_flows(red.labels, flows))
-    inner = _solve_son(red.inner, **opts)
+    if merge_solver(prob, k) == "ssnal":
+        from .ssnal import _solve_son as ssnal_son
+        from .ssnal import solve_ssnal
+
+        inner = ssnal_son(red.inner, **dict(solve_ssnal.__kwdefaults__, tol=1e-9,
+                                            merges=None))
+    else:
+        opts = dict(solve_admm.__kwdefaults__, tol=1e-9, max_iter=MERGES_MAX_ITER,
+                    merges=None)
+        if warm is not None and warm[1] is not None:
+            X, flows = warm
+            opts.update(X0=cluster_means(X, red.labels, red.n_clusters),
+                        flows0=prob.graph.reduce_flows(red.labels, flows))
+        inner = _solve_son(red.inner, **opts)
     if not np.all(np.isfinite(inner.X)):
         return None, None
     merged = inner.labels()[red.labels]

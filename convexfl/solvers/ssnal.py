@@ -128,7 +128,7 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     opts = dict(tol=tol, max_iter=max_iter, sigma=sigma, sigma_factor=sigma_factor,
                 sigma_max=sigma_max, max_newton=max_newton, cg_max_iter=cg_max_iter,
                 newton_solver=newton_solver, polish=polish, X0=X0, flows0=flows0,
-                warm_start=warm_start)
+                warm_start=warm_start, merges=reduced_merges)
     return son_dispatch(prob, "ssnal", _solve_son, opts)
 
 
@@ -459,9 +459,9 @@ def _pcg(matvec, B, msolve, rtol, max_iter):
 
 
 def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newton,
-               cg_max_iter, newton_solver, polish, X0, flows0, warm_start):
+               cg_max_iter, newton_solver, polish, X0, flows0, warm_start, merges):
     check_loss(prob.loss)
-    run = Run(prob, "ssnal", merges=reduced_merges, tol=tol, max_iter=max_iter, polish=polish,
+    run = Run(prob, "ssnal", merges=merges, tol=tol, max_iter=max_iter, polish=polish,
               X0=X0, flows0=flows0, warm_start=warm_start)
     if sigma is not None:
         sigma = as_scalar(sigma, "sigma", low=0.0, low_inclusive=False)
