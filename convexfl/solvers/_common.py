@@ -636,8 +636,8 @@ class Certifier:
         """Partition repair: polish and certify ``labels`` (:meth:`_polish_and_certify`);
         where that fails, split its clusters along the edges its certificate's flows
         saturate (:func:`split_saturated`) and start again, at most ``rounds`` times, while
-        the reduced problem is small enough to be solved for its merges (``K·d ≤
-        MERGE_MAX``) and each round at least halves the certified residual
+        the reduced problem is solved for its merges (:func:`merge_solver`) and each round
+        at least halves the certified residual
         (``REPAIR_PROGRESS``). A certificate that stopped as soon as it knew the candidate
         fails is first run on until its bounds agree to ``REPAIR_FLOW_RTOL`` (the split needs
         the least residual's flows); if that one passes, the repair ends there. After a split
