@@ -112,11 +112,12 @@ def ccmm_weights(graph):
 
 
 def ccmm_path(A, graph, lams, *, eps_conv: float = 1e-6, max_iter_conv: int = 5000,
-              burnin_iter: int = 25):
+              burnin_iter: int = 25, tau: float = 1e-3):
     """Run CCMM along the (SON) values ``lams`` (increasing), warm-started as CCMM does.
 
-    ``eps_conv``, ``max_iter_conv`` and ``burnin_iter`` (iterations before its step
-    doubling ``M ← 2 M_MM − M`` starts) are CCMM's options, at its defaults.
+    ``eps_conv``, ``max_iter_conv``, ``burnin_iter`` (iterations before its step
+    doubling ``M ← 2 M_MM − M`` starts) and ``tau`` (its fusion threshold
+    ``τ · median distance``) are CCMM's options, at its defaults.
 
     Returns
     -------
@@ -135,7 +136,7 @@ def ccmm_path(A, graph, lams, *, eps_conv: float = 1e-6, max_iter_conv: int = 50
     lam_c = ccmm_lambda(lams, A, graph.weights)
     W = ccmm_weights(graph)
     t = time.perf_counter()
-    fit = CCMM(A, W, eps_conv=eps_conv, max_iter_conv=max_iter_conv,
+    fit = CCMM(A, W, tau=tau, eps_conv=eps_conv, max_iter_conv=max_iter_conv,
                burnin_iter=burnin_iter).convex_clusterpath(lam_c, save_clusterpath=True)
     elapsed = time.perf_counter() - t
     n, d = A.shape

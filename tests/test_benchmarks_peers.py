@@ -105,3 +105,15 @@ def test_ccmm_weights_match_ccmms_own_knn_weights():
     ours = peers.ccmm_weights(cfl.graphs.knn(A, 5))
     np.testing.assert_array_equal(ours.indices(), own.indices())
     np.testing.assert_array_equal(ours.values(), own.values())
+
+
+@needs_ccmm
+def test_ccmm_tau_is_its_fusion_threshold():
+    """``tau`` reaches CCMM: at a λ too small to fuse any pair, a threshold of half the
+    median distance fuses neighbours that the default 1e-3 keeps apart."""
+    A = np.random.default_rng(3).standard_normal((60, 2))
+    graph = cfl.graphs.knn(A, 8, phi=0.5)
+    _, default = peers.ccmm_path(A, graph, [1e-3])
+    _, loose = peers.ccmm_path(A, graph, [1e-3], tau=0.5)
+    assert default["n_clusters"][0] == 60
+    assert loose["n_clusters"][0] < 60
