@@ -50,7 +50,7 @@ from ._validation import as_float_array, as_int, as_scalar
 from .problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from .units import standardise
 
-__all__ = ["DEFAULT_FUSE_RTOL", "Certificate", "kkt_residual"]
+__all__ = ["DEFAULT_FUSE_RTOL", "Certificate", "clear_cache", "kkt_residual"]
 
 DEFAULT_FUSE_RTOL = 1e-6
 
@@ -210,6 +210,19 @@ _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → the entry of _pote
 # evaluated from explicit flows
 POTENTIAL_CACHE_NNZ = 2 * 10**7  # the cached entries' sizes (~0.3 GB); the newest is kept
 POTENTIAL_CACHE_ENTRIES = 256
+
+
+def clear_cache():
+    """Forget the cached factorisations of the fused subgraphs' Laplacians.
+
+    Certificates (and so every solver and :func:`convexfl.son_path`) keep the sparse LUs of
+    the fused subgraphs they meet, keyed by the subgraph and its weights, not by λ: along a
+    path, and when the same problem is solved again, they are reused. That is a real saving
+    for a user who solves one problem many times, but it makes a repeated timing of the
+    same solve faster than its first run: the make_moons n = 5000 path took 2.7–3.2 s with
+    an empty cache and 2.1–2.4 s right after another run of it (2026-11-28). Benchmarks call
+    this before every timed round."""
+    _POTENTIAL_CACHE.clear()
 
 
 def factor_spd(M, *, ordered=False):

@@ -118,7 +118,7 @@ def test_potential_flow_moves_every_excess_to_its_component_mean(block_min, monk
     from convexfl.certificates import _potential_solver
 
     monkeypatch.setattr(certificates, "BLOCK_MIN", block_min)
-    certificates._POTENTIAL_CACHE.clear()
+    certificates.clear_cache()
 
     rng = np.random.default_rng(0)
     clique = [(i, j) for i in range(5) for j in range(i + 1, 5)]
@@ -156,7 +156,7 @@ def test_a_component_keeps_its_factor_when_another_changes(monkeypatch):
     """Along a path a merge elsewhere leaves a cluster's LU as it was: the fused subgraph
     changes (a new entry), its unchanged component's block is the cached one."""
     monkeypatch.setattr(certificates, "BLOCK_MIN", 3)
-    certificates._POTENTIAL_CACHE.clear()
+    certificates.clear_cache()
     path = [(0, 1), (1, 2), (2, 3)]
     before = np.array(path + [(4, 5), (5, 6)], dtype=np.int64)
     after = np.array(path + [(4, 5), (5, 6), (6, 7)], dtype=np.int64)  # user 7 joins
@@ -685,3 +685,22 @@ def test_the_component_search_leaves_settled_components_and_hands_over_when_conc
     np.testing.assert_array_equal(u[:n_big], start[:n_big])
     assert up <= target and lo <= up
     assert np.sum(flow_residual(G, edges, u)[small] ** 2) <= target ** 2
+
+
+def test_the_factorisation_cache_changes_no_certificate():
+    """A certificate from an empty cache and one that reuses the cached factorisations of
+    the same fused subgraph are the same: the cache only saves time."""
+    rng = np.random.default_rng(4)
+    A = np.r_[rng.normal(0, 0.3, (30, 2)), rng.normal(3, 0.3, (30, 2))]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 6), 0.5)
+    sol = cfl.solve(prob)
+    certificates.clear_cache()
+    assert not certificates._POTENTIAL_CACHE
+    cold = certificates.kkt_residual(prob, sol.X)
+    assert certificates._POTENTIAL_CACHE  # the fused subgraph's factorisation was kept
+    warm = certificates.kkt_residual(prob, sol.X)
+    assert (cold.kkt_residual, cold.kkt_abs_lower, cold.flow_iterations) == \
+        (warm.kkt_residual, warm.kkt_abs_lower, warm.flow_iterations)
+    np.testing.assert_array_equal(cold.flows, warm.flows)
+    certificates.clear_cache()
+    assert not certificates._POTENTIAL_CACHE

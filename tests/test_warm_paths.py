@@ -133,7 +133,7 @@ def test_merges_come_from_the_reduced_problem():
 def test_certificate_factor_is_reused_across_lambda():
     loss, graph = triangle_groups()
     s = cfl.solve(cfl.SumOfNorms(loss, graph, 0.2), method="ssnal", tol=1e-9)
-    certificates._POTENTIAL_CACHE.clear()
+    certificates.clear_cache()
     certificates.kkt_residual(cfl.SumOfNorms(loss, graph, 0.2), s.X)
     cached = dict(certificates._POTENTIAL_CACHE)
     assert cached
