@@ -376,14 +376,25 @@ def _new_potential_factor(n, edges, w):
                     nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
                     np.ascontiguousarray(w.take(es)))))
             free &= ~np.isin(comp, big)
-    lu = None
-    if np.any(free):
-        i, j = edges.T
-        adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-        lap = sp.diags(np.asarray(adj.sum(axis=1)).ravel()) - adj
-        lu = factor_spd(lap[free][:, free])
+    lu = factor_spd(grounded_laplacian(n, edges, w, free)) if np.any(free) else None
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
     return comp, counts, free, lu, clique_scale, blocks, size
+
+
+def grounded_laplacian(n, edges, w, keep):
+    """``L_w[keep][:, keep]`` (CSC) of the graph on ``n`` nodes with ``edges`` and weights
+    ``w``: the weighted degrees on the diagonal (edges to the dropped nodes included) and
+    ``−w_e`` at the edges between kept nodes, built from the edge list alone."""
+    i, j = edges[:, 0], edges[:, 1]
+    degree = np.bincount(i, weights=w, minlength=n) + np.bincount(j, weights=w, minlength=n)
+    local = np.cumsum(keep) - 1
+    inner = keep[i] & keep[j]
+    a, b, v = local[i[inner]], local[j[inner]], -w[inner]
+    size = int(keep.sum())
+    diag = np.arange(size)
+    return sp.csc_matrix((np.concatenate([v, v, degree[keep]]),
+                          (np.concatenate([a, b, diag]), np.concatenate([b, a, diag]))),
+                         shape=(size, size))
 
 
 def _potential_solver(n, edges, w, lam=1.0):

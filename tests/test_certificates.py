@@ -704,3 +704,20 @@ def test_the_factorisation_cache_changes_no_certificate():
     np.testing.assert_array_equal(cold.flows, warm.flows)
     certificates.clear_cache()
     assert not certificates._POTENTIAL_CACHE
+
+
+def test_grounded_laplacian_is_the_laplacian_restricted_to_the_kept_nodes():
+    rng = np.random.default_rng(5)
+    n = 12
+    edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4],
+                     dtype=np.int64)
+    w = rng.random(len(edges)) + 0.1
+    keep = rng.random(n) < 0.7
+    L = np.zeros((n, n))
+    for (i, j), w_e in zip(edges, w, strict=True):
+        L[[i, j], [i, j]] += w_e
+        L[i, j] -= w_e
+        L[j, i] -= w_e
+    M = certificates.grounded_laplacian(n, edges, w, keep)
+    assert M.format == "csc"
+    np.testing.assert_allclose(M.toarray(), L[np.ix_(keep, keep)], rtol=0, atol=1e-14)
