@@ -5,9 +5,9 @@
 each from an empty factorisation cache, on :func:`benchmarks.versus.moons_instance` (the
 ``ccmm_path`` instance at ``n`` points), one line each: the wall time, the time inside the
 solves (``SolutionPath.time_s``) and that time split by the certified cluster count K:
-λ = 0, K ≥ 1000, 100–999, 10–99, 3–9, 2 and 1 (the fused λ, reused without a solve). The rest of the wall time is outside
-the solves (units, objective, labels, flow slopes, λ̂). No peer is run: the side-by-side
-ratio is ``python -m benchmarks --cases ccmm_path``.
+λ = 0, K ≥ 1000, 100–999, 10–99, 3–9, 2 and 1 (the fused λ, reused without a solve). The
+rest of the wall time is outside the solves (units, objective, labels, flow slopes, λ̂).
+No peer is run: the side-by-side ratio is ``python -m benchmarks --cases ccmm_path``.
 """
 
 from __future__ import annotations
