@@ -14,6 +14,7 @@ import numpy as np
 from .._validation import as_float_array, as_int, as_scalar
 from ..bounds import fusion_threshold
 from ..problems import SumOfNorms
+from .interpolate import Segment, cluster_exact
 from .result import SolutionPath
 from .store import _base, _check_checkpoint, _finished, _load_path
 
@@ -118,6 +119,16 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     warm_start : bool
         Start each solve from the previous one when the method accepts ``warm_start=``
         (a Solution) or ``X0=``/``flows0=`` (checked with :func:`inspect.signature`).
+        With warm starts (and the default ``fuse_tol``), a partition that has held for
+        ``k ≥ 2`` λ with two clusters (or ``d = 1``) is tried ``k`` λ ahead: when the
+        solution there has the same partition, the λ in between are certified by
+        interpolation (:mod:`convexfl.path.interpolate`: the candidate between the two
+        solutions and its explicit flows, whose residual is computed at every λ and must be
+        within the solver's ``tol``); else the jump is halved, and its solution kept for
+        when the path reaches it. They are listed in ``meta["interpolated"]``, with
+        ``n_iter = 0``. A partition kept over a long stretch is so covered with a number of
+        solves logarithmic in its length (make_moons n = 5000, 551 λ: 158 of the 169
+        two-cluster λ, 0.31 → 0.07 s).
     fuse_tol : float, optional
         Fusion distance for the clusters (default: each solution's own ``fuse_tol``).
     checkpoint : path-like, optional
@@ -190,6 +201,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
         for name in cols:
             cols[name][:start] = getattr(done, name)[:start]
         meta["notes"] = list(done.meta.get("notes", []))
+        meta["interpolated"] = [lam for lam in done.meta.get("interpolated", [])
+                                if start and lam <= grid[start - 1]]
         meta["resumed_at"] = start
         if start:
             X_last = done.X[start - 1]
@@ -206,46 +219,85 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             sp.meta["_last_flows"] = flows
         return sp
 
+    interpolated = meta.setdefault("interpolated", [])
+
+    def record(r, sol, wall):
+        """Store the solution ``sol`` of λ = grid[r]."""
+        tol_r = sol.fuse_tol if fuse_tol is None else fuse_tol
+        same = (prev is not None and sol.X is prev.X and tol_r == cols["fuse_tol"][r - 1])
+        lab = cols["labels"][r - 1] if same else sol.labels(tol_r)
+        _put(cols, r, sol.X, lab, sol.objective, sol.kkt_residual, sol.n_iter,
+             sol.time_s if sol.time_s else wall, sol.converged, tol_r)
+        if not sol.converged:
+            meta["notes"].append(f"λ = {grid[r]:.6g}: not converged ({sol.message})")
+        if checkpoint is not None:
+            snapshot(r + 1, sol.flows).save(checkpoint)
+        bar.update(1)
+        bar.set_postfix(clusters=int(cols["n_clusters"][r]))
+
+    def solve_at(r, warm_from):
+        """``(solution, wall seconds)`` at λ = grid[r], warm-started from ``warm_from``."""
+        nonlocal warm_start
+        t0 = time.perf_counter()
+        warm = _warm_kwargs(fn, warm_from, X_last, flows_last) if warm_start else {}
+        sol, accepted = _solve_warm(solve, prob.with_lam(float(grid[r])), method,
+                                    solver_options, warm, meta)
+        warm_start = warm_start and accepted
+        return sol, time.perf_counter() - t0
+
     prev = split = kkt_tol = fused_penalty = None
+    stable, max_gap = 0, R  # λ recorded with prev's partition; the longest jump worth trying
+    ahead = {}  # grid index → (solution, wall seconds) solved ahead of the loop
     bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
     try:
-        for r in range(start, R):
+        r = start
+        while r < R:
             lam = float(grid[r])
             t0 = time.perf_counter()
-            if warm_start and r > start and _stays_fused(prev, cols["n_clusters"][r - 1],
-                                                        prob, lam):
+            fused_run = False
+            gap = min(stable, max_gap, R - r, min(ahead, default=R) - r + 1)
+            if r in ahead:  # solved as the end of a jump that did not certify
+                sol, wall = ahead.pop(r)
+            elif warm_start and r > start and _stays_fused(prev, cols["n_clusters"][r - 1],
+                                                          prob, lam):
                 if fused_penalty is None:
                     fused_penalty = prob.graph.penalty(prev.X)
                 sol = _fused_at(prev, prob.with_lam(lam), fused_penalty)
+                wall = time.perf_counter() - t0
+                fused_run = True
+            elif (warm_start and fuse_tol is None and gap >= 2
+                  and _interpolable(prob, prev, cols["n_clusters"][r - 1])):
+                b = r - 1 + gap
+                sol_b, wall_b = ahead.pop(b) if b in ahead else solve_at(b, prev)
+                done = _interpolate(prob, prev, sol_b, grid[r:b])
+                if done is None:  # another partition or a residual above tol: halve
+                    ahead[b] = (sol_b, wall_b)
+                    max_gap = gap // 2
+                    continue
+                for q, (X, objective, kkt, seconds) in enumerate(done, start=r):
+                    _put(cols, q, X, cols["labels"][r - 1], objective, kkt, 0, seconds, True,
+                         cols["fuse_tol"][r - 1])
+                    interpolated.append(float(grid[q]))
+                    if checkpoint is not None:
+                        snapshot(q + 1, None).save(checkpoint)
+                    bar.update(1)
+                stable += len(done)
+                r, sol, wall = b, sol_b, wall_b
             else:
+                sol, wall = solve_at(r, prev)
+            if not fused_run:
                 fused_penalty = None
-                warm = _warm_kwargs(fn, prev, X_last, flows_last) if warm_start else {}
-                sol, accepted = _solve_warm(solve, prob.with_lam(lam), method,
-                                            solver_options, warm, meta)
-                warm_start = warm_start and accepted
-            wall = time.perf_counter() - t0
-            tol_r = sol.fuse_tol if fuse_tol is None else fuse_tol
-            same = prev is not None and sol.X is prev.X and tol_r == cols["fuse_tol"][r - 1]
-            lab = cols["labels"][r - 1] if same else sol.labels(tol_r)
-            cols["X"][r] = sol.X
-            cols["labels"][r] = lab
-            cols["n_clusters"][r] = int(lab.max()) + 1
-            cols["objective"][r] = sol.objective
-            cols["kkt_residual"][r] = sol.kkt_residual
-            cols["n_iter"][r] = sol.n_iter
-            cols["time_s"][r] = sol.time_s if sol.time_s else wall
-            cols["converged"][r] = sol.converged
-            cols["fuse_tol"][r] = tol_r
-            if not sol.converged:
-                meta["notes"].append(f"λ = {lam:.6g}: not converged ({sol.message})")
+            was = prev
+            record(r, sol, wall)
+            if _same_partition(was, sol):
+                stable += 1
+            else:
+                stable, max_gap = 1, R
             prev, X_last, flows_last = sol, sol.X, sol.flows
             kkt_tol = sol.kkt_tol
-            if sol.converged and lab.max() == 1:
+            if sol.converged and cols["n_clusters"][r] == 2:
                 split = sol  # the last two-cluster solution: λ̂ from its cut
-            if checkpoint is not None:
-                snapshot(r + 1, sol.flows).save(checkpoint)
-            bar.update(1)
-            bar.set_postfix(clusters=int(cols["n_clusters"][r]))
+            r += 1
     finally:
         bar.close()
     if fusion is None:
@@ -274,6 +326,57 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     if checkpoint is not None:
         path.save(checkpoint)
     return path
+
+
+def _put(cols, r, X, labels, objective, kkt, n_iter, seconds, converged, fuse_tol):
+    """Write the record of λ = grid[r] into the path's columns."""
+    cols["X"][r] = X
+    cols["labels"][r] = labels
+    cols["n_clusters"][r] = int(labels.max()) + 1
+    cols["objective"][r] = objective
+    cols["kkt_residual"][r] = kkt
+    cols["n_iter"][r] = n_iter
+    cols["time_s"][r] = seconds
+    cols["converged"][r] = converged
+    cols["fuse_tol"][r] = fuse_tol
+
+
+def _same_partition(a, b):
+    """Whether the certificates of ``a`` and ``b`` treat the same edges as fused."""
+    fa = None if a is None else a.certificate.fused
+    fb = b.certificate.fused
+    return fa is not None and fb is not None and np.array_equal(fa, fb)
+
+
+def _interpolable(prob, sol, n_clusters):
+    """Whether a stretch starting at ``sol`` is worth certifying by interpolation
+    (:mod:`convexfl.path.interpolate`): ``sol`` certified with its flows, its clusters' models
+    exactly equal, and two clusters or ``d = 1``, where the interpolation is the solution in
+    between for the quadratic loss (and in ``d = 1`` for any affine gradient). With more
+    clusters in ``d ≥ 2`` the directions between them turn with λ: measured on the
+    make_moons n = 5000 path, the interpolation over three steps of 0.2 left residuals of
+    1e-2 (6 clusters) and 2e-2 (11 clusters), so it is not tried there."""
+    return (sol is not None and sol.converged and sol.flows is not None
+            and (n_clusters == 2 or prob.dim == 1) and cluster_exact(prob, sol))
+
+
+def _interpolate(prob, a, b, lambdas):
+    """``[(X, objective, kkt_residual, seconds)]`` at each of ``lambdas`` (strictly between
+    ``a.lam`` and ``b.lam``) by the :class:`~convexfl.path.interpolate.Segment` from ``a``
+    to ``b``, or ``None`` when there is none or some λ is not certified within
+    ``b.kkt_tol``."""
+    segment = Segment.between(prob, a, b)
+    if segment is None:
+        return None
+    out = []
+    for lam in lambdas:
+        t0 = time.perf_counter()
+        at = segment.at(float(lam))
+        if at is None or at[3] > b.kkt_tol:
+            return None
+        X, objective, _, kkt, _ = at
+        out.append((X, objective, kkt, time.perf_counter() - t0))
+    return out
 
 
 def _stays_fused(prev, n_clusters, prob, lam):
