@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._flow_kernels import flow_residual
+from ..clusters import components
 from ..problems import SumOfNorms
 
 
@@ -104,5 +105,7 @@ def cluster_exact(prob: SumOfNorms, sol) -> bool:
     fused = sol.certificate.fused
     if fused is None:
         return False
-    edges = prob.graph.edges[fused]
-    return not np.any(sol.X[edges[:, 0]] != sol.X[edges[:, 1]])
+    labels = components(prob.n_users, prob.graph.edges, fused)
+    last = np.empty(int(labels.max()) + 1, np.int64)
+    last[labels] = np.arange(labels.size)  # one user of each component
+    return np.array_equal(sol.X, sol.X.take(last, axis=0).take(labels, axis=0))

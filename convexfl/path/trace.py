@@ -211,9 +211,10 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     show = (R > 20) if progress is None else bool(progress)
     from tqdm.auto import tqdm
 
-    def snapshot(r_done, flows):
+    def snapshot(r_done, flows, copy=True):
         sp = SolutionPath(lambdas=grid[:r_done].copy(),
-                          **{k: v[:r_done].copy() for k, v in cols.items()},
+                          **{k: v[:r_done].copy() if copy else v[:r_done]
+                             for k, v in cols.items()},
                           method=method, grid=grid, lam_hat=lam_hat, meta=dict(meta))
         if flows is not None:
             sp.meta["_last_flows"] = flows
@@ -307,7 +308,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
         meta["fusion_threshold"] = fusion.to_dict()
         if kkt_tol is not None:  # something was solved in this call
             _fuse_above(prob, grid, cols, fusion, kkt_tol, meta)
-    path = snapshot(R, None)
+    path = snapshot(R, None, copy=False)  # the columns are not written after this
     path.meta.pop("_last_flows", None)
     if not path.monotone:
         ev = path.splits[0]
