@@ -144,3 +144,20 @@ def test_a_resumed_path_keeps_the_record_of_its_interpolated_lambdas(moons, tmp_
     again = cfl.son_path(prob, grid, tol=TOL, progress=False, checkpoint=tmp_path / "p")
     assert first.meta["interpolated"] and again.meta["interpolated"] == first.meta["interpolated"]
     np.testing.assert_array_equal(again.X, first.X)
+
+
+@pytest.mark.parametrize("s, c", [(1e-9, 1e-7), (1e6, -1e8)])
+def test_interpolation_is_scale_and_offset_equivariant(moons, s, c):
+    prob, grid = moons
+    A = prob.loss.points
+    moved = cfl.SumOfNorms(cfl.losses.Quadratic(s * A + c), prob.graph, 1.0)
+    unit = cfl.son_path(prob, grid, tol=TOL, progress=False)
+    other = cfl.son_path(moved, s * grid, tol=TOL, progress=False)
+    assert unit.meta["interpolated"]
+    np.testing.assert_allclose(other.meta["interpolated"],
+                               s * np.asarray(unit.meta["interpolated"]), rtol=1e-12)
+    np.testing.assert_array_equal(other.n_clusters, unit.n_clusters)
+    assert np.all(other.converged)
+    done = np.isin(grid, unit.meta["interpolated"])
+    np.testing.assert_allclose(other.kkt_residual[done], unit.kkt_residual[done], atol=1e-9)
+    np.testing.assert_allclose((other.X[done] - c) / s, unit.X[done], atol=1e-7)

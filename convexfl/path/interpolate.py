@@ -13,7 +13,8 @@ and on every other edge the flow that ``X(λ)`` fixes, ``u_e = λ w_e (x_i − x
 The fused flows are feasible, ``‖u_e(λ)‖ ≤ (1 − t) λ_a w_e + t λ_b w_e = λ w_e``, so the
 residual ``R(λ) = ∇f(X(λ)) + Bᵀu(λ)`` of these explicit flows is a certified upper bound on
 the KKT residual of ``X(λ)`` (:mod:`convexfl.certificates`), exactly as the certificate's own
-upper bound is. It is computed at every λ, not assumed: ``Bᵀu`` over the fused edges is
+upper bound is (and, like it, in standard units: :mod:`convexfl.units`). It is computed
+at every λ, not assumed: ``Bᵀu`` over the fused edges is
 linear in the flows (computed once per segment for ``a`` and ``b``), the rest costs one
 gradient and a pass over the edges between clusters, O(N d + E_cross d) per λ against a
 solve's certificate, which factorises and searches over all the fused edges.
@@ -36,6 +37,7 @@ import numpy as np
 from .._flow_kernels import flow_residual
 from ..clusters import components
 from ..problems import SumOfNorms
+from ..units import standardise
 
 
 class Segment:
@@ -43,16 +45,24 @@ class Segment:
     of ``prob`` with the same partition; build it with :meth:`between`."""
 
     def __init__(self, prob: SumOfNorms, a, b, fused):
+        # computed in standard units (convexfl.units), as every certificate is
+        units, std = standardise(prob)
+        self.units = units if units is not None and not units.is_identity else None
+        to_x = self.units.x_to if self.units else np.asarray
+        g = self.units.grad if self.units else 1.0
+        self.prob, self.std, self.lam_a, self.lam_b = prob, std, a.lam, b.lam
+        self.Z_a, self.Z_b = to_x(a.X), to_x(b.X)
+        self.flows_a, self.flows_b = a.flows / g, b.flows / g
+        self.fuse_tol = a.fuse_tol / (self.units.scale if self.units else 1.0)
         edges, n, d = prob.graph.edges, prob.n_users, prob.dim
-        self.prob, self.a, self.b = prob, a, b
         cross = np.flatnonzero(~fused)
+        self.cross = cross
         self.cross_edges = np.ascontiguousarray(edges.take(cross, axis=0))
         self.cross_weights = prob.graph.weights.take(cross)
-        self.cross = cross
         inside = np.ascontiguousarray(edges[fused])
         zero = np.zeros((n, d))
-        self.push_a = flow_residual(zero, inside, np.ascontiguousarray(a.flows[fused]))
-        self.push_b = flow_residual(zero, inside, np.ascontiguousarray(b.flows[fused]))
+        self.push_a = flow_residual(zero, inside, np.ascontiguousarray(self.flows_a[fused]))
+        self.push_b = flow_residual(zero, inside, np.ascontiguousarray(self.flows_b[fused]))
 
     @classmethod
     def between(cls, prob: SumOfNorms, a, b) -> Segment | None:
@@ -72,31 +82,34 @@ class Segment:
 
     def at(self, lam: float, with_flows: bool = False):
         """``(X, objective, kkt_abs, kkt_residual, flows)`` of the candidate at ``lam`` (in
-        ``[a.lam, b.lam]``), or ``None`` where two clusters meet there (a distance between
-        clusters at most ``a``'s ``fuse_tol``: another partition). ``flows`` (all edges)
-        only ``with_flows``, else ``None``."""
-        a, b = self.a, self.b
-        t = (lam - a.lam) / (b.lam - a.lam)
-        X = (1.0 - t) * a.X + t * b.X
-        grad = self.prob.loss.grad(X)
+        ``[a.lam, b.lam]``; all in your units), or ``None`` where two clusters meet there (a
+        distance between clusters at most ``a``'s ``fuse_tol``: another partition).
+        ``flows`` (all edges) only ``with_flows``, else ``None``."""
+        t = (lam - self.lam_a) / (self.lam_b - self.lam_a)
+        Z = (1.0 - t) * self.Z_a + t * self.Z_b
+        grad = self.std.loss.grad(Z)
         i, j = self.cross_edges[:, 0], self.cross_edges[:, 1]
-        diff = X[i] - X[j]
+        diff = Z[i] - Z[j]
         dist = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        if np.any(dist <= a.fuse_tol):
+        if np.any(dist <= self.fuse_tol):
             return None
-        u_cross = (lam * self.cross_weights / dist)[:, None] * diff
+        g, s, X = 1.0, 1.0, Z  # flows and lengths per standard unit, X in your units
+        if self.units:
+            g, s, X = self.units.grad, self.units.scale, self.units.x_from(Z)
+        u_cross = (lam / g * self.cross_weights / dist)[:, None] * diff
         R = flow_residual(grad + (1.0 - t) * self.push_a + t * self.push_b,
                           self.cross_edges, u_cross)
-        kkt_abs = float(np.linalg.norm(R))
-        kkt = kkt_abs / (a.certificate.grad_scale + float(np.linalg.norm(grad)))
+        r = float(np.linalg.norm(R))
+        kkt = r / (1.0 + float(np.linalg.norm(grad)))  # grad_scale = 1 in standard units
         distances = np.zeros(self.prob.graph.n_edges)
-        distances[self.cross] = dist
+        distances[self.cross] = dist * s
         objective = self.prob.with_lam(lam).objective(X, distances)
         flows = None
         if with_flows:
-            flows = (1.0 - t) * a.flows + t * b.flows
+            flows = (1.0 - t) * self.flows_a + t * self.flows_b
             flows[self.cross] = u_cross
-        return X, objective, kkt_abs, kkt, flows
+            flows *= g
+        return X, objective, r * g, kkt, flows
 
 
 def cluster_exact(prob: SumOfNorms, sol) -> bool:
