@@ -65,7 +65,8 @@ def main(argv=None) -> int:
         parts = "  ".join(f"{name} ({count} λ) {sec:.2f} s"
                           for name, (count, sec) in regions(path, lams).items())
         print(f"n = {args.n}: {wall:.2f} s, solves {path.time_s.sum():.2f} s, "
-              f"{int(path.converged.sum())}/{len(lams)} certified | {parts}", flush=True)
+              f"{int(path.converged.sum())}/{len(lams)} certified, "
+              f"{len(path.meta['interpolated'])} by interpolation | {parts}", flush=True)
     return 0
 
 
