@@ -190,6 +190,31 @@ def test_a_warm_start_at_the_same_lambda_is_not_repaired_by_the_solver():
     assert sol.stage != "warm partition" and sol.n_iter > 0
 
 
+def test_a_large_warm_partition_at_the_same_lambda_is_left_to_the_budgeted_polishes(
+        monkeypatch):
+    """``auto``'s SSNAL stage does not polish its ADMM stage's large partition (K·d >
+    SMALL_NEWTON) before the iterations: the polish had no step limit there (53 steps on
+    K = 719, d = 3), and SSNAL's first candidate polished the same partition again."""
+    from convexfl.solvers import _common
+
+    prob = mixture(1000, 0.3)
+    calls = []
+    real = _common.polish
+
+    def counting(p, labels, W0, **options):
+        calls.append((W0.size, options.get("max_steps")))
+        return real(p, labels, W0, **options)
+
+    monkeypatch.setattr(_common, "polish", counting)
+    sol = cfl.solve(prob, method="auto")
+    assert sol.converged and "admm_warm_up" in sol.history and sol.n_clusters > 300
+    unbounded = [size for size, steps in calls if steps is None]
+    assert all(size <= _common.SMALL_NEWTON for size in unbounded), unbounded
+    ref = cfl.solve(prob, method="ssnal")
+    assert sol.n_clusters == ref.n_clusters
+    assert abs(sol.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+
+
 def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
     prob = mixture(5000, 3.0)
     sol = cfl.solve(prob, method="auto")
