@@ -215,6 +215,32 @@ def test_a_large_warm_partition_at_the_same_lambda_is_left_to_the_budgeted_polis
     assert abs(sol.objective - ref.objective) <= 1e-8 * abs(ref.objective)
 
 
+def test_a_polish_during_the_iterations_pays_for_its_size(monkeypatch):
+    """A budgeted Newton step on a reduced system of ``K·d`` unknowns costs
+    ``K·d // POLISH_DENSE_MAX`` steps of the budget (at least one)."""
+    from convexfl.solvers import _common
+
+    prob = mixture(1000, 0.3)
+    first = cfl.solve(prob, method="admm", max_iter=100, polish=False)
+    size = first.n_clusters * prob.dim
+    weight = size // _common.POLISH_DENSE_MAX
+    assert weight >= 2 and size <= _common.POLISH_MAX
+    seen = []
+    real = _common.polish
+
+    def recording(p, labels, W0, **options):
+        out = real(p, labels, W0, **options)
+        seen.append((options.get("max_steps"), out[3]))
+        return out
+
+    monkeypatch.setattr(_common, "polish", recording)
+    certifier = Certifier(prob, 1e-6, polish=True)
+    certifier(first.certificate.fused, first.X, first.flows)
+    budget = _common.POLISH_STEPS + _common.POLISH_STEPS_PER_CHECK * 1
+    assert seen[0][0] == budget // weight
+    assert certifier.polish_steps == seen[0][1] * weight
+
+
 def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
     prob = mixture(5000, 3.0)
     sol = cfl.solve(prob, method="auto")
