@@ -78,6 +78,16 @@ def test_a_segment_needs_one_partition_exact_clusters_and_increasing_lambda(moon
     assert Segment.between(prob, a, uncertified) is None
 
 
+def test_a_lambda_outside_the_segment_is_refused_by_name(moons):
+    prob, grid = moons
+    two = _two_cluster_stretch(prob, grid)
+    segment = Segment.between(prob, two[0], two[-1])
+    for bad in (0.5 * two[0].lam, 2 * two[-1].lam, np.nan):
+        with pytest.raises(ValueError, match="lam"):
+            segment.at(bad)
+    assert segment.at(two[0].lam) is not None and segment.at(two[-1].lam) is not None
+
+
 def test_where_two_clusters_meet_the_segment_gives_no_candidate(moons):
     prob, grid = moons
     a = _two_cluster_stretch(prob, grid)[0]

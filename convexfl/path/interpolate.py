@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._flow_kernels import flow_residual
+from .._validation import as_scalar
 from ..clusters import components
 from ..problems import SumOfNorms
 from ..units import standardise
@@ -81,10 +82,11 @@ class Segment:
         return cls(prob, a, b, fa)
 
     def at(self, lam: float, with_flows: bool = False):
-        """``(X, objective, kkt_abs, kkt_residual, flows)`` of the candidate at ``lam`` (in
-        ``[a.lam, b.lam]``; all in your units), or ``None`` where two clusters meet there (a
-        distance between clusters at most ``a``'s ``fuse_tol``: another partition).
-        ``flows`` (all edges) only ``with_flows``, else ``None``."""
+        """``(X, objective, kkt_abs, kkt_residual, flows)`` of the candidate at ``lam`` (SON
+        convention, in ``[a.lam, b.lam]``; all in your units), or ``None`` where two clusters
+        meet there (a distance between clusters at most ``a``'s ``fuse_tol``: another
+        partition). ``flows`` (all edges) only ``with_flows``, else ``None``."""
+        lam = as_scalar(lam, "lam", low=self.lam_a, high=self.lam_b)
         t = (lam - self.lam_a) / (self.lam_b - self.lam_a)
         Z = (1.0 - t) * self.Z_a + t * self.Z_b
         grad = self.std.loss.grad(Z)

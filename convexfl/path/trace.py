@@ -288,9 +288,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
                 sol, wall = solve_at(r, prev)
             if not fused_run:
                 fused_penalty = None
-            was = prev
             record(r, sol, wall)
-            if _same_partition(was, sol):
+            if _same_partition(prev, sol):
                 stable += 1
             else:
                 stable, max_gap = 1, R
