@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._flow_kernels import flow_residual
+from .._flow_kernels import flow_residual, moving_flows
 from .._validation import as_scalar
 from ..clusters import components
 from ..problems import SumOfNorms
@@ -98,9 +98,9 @@ class Segment:
         g, s, X = 1.0, 1.0, Z  # flows and lengths per standard unit, X in your units
         if self.units:
             g, s, X = self.units.grad, self.units.scale, self.units.x_from(Z)
-        u_cross = (lam / g * self.cross_weights / dist)[:, None] * diff
-        R = flow_residual(grad + (1.0 - t) * self.push_a + t * self.push_b,
-                          self.cross_edges, u_cross)
+        R, u_cross = moving_flows(grad + (1.0 - t) * self.push_a + t * self.push_b, Z,
+                                  self.cross_edges, lam / g * self.cross_weights, dist,
+                                  np.zeros(dist.size, np.bool_))
         r = float(np.linalg.norm(R))
         kkt = r / (1.0 + float(np.linalg.norm(grad)))  # grad_scale = 1 in standard units
         distances = np.zeros(self.prob.graph.n_edges)
