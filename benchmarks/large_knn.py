@@ -24,8 +24,10 @@ at its default stopping rule and at the tight one of :mod:`benchmarks.versus`, i
 answer measured afterwards, outside its time, by convexfl's certificate (``KKT``,
 ``cert``; ``K``: the clusters of the certificate's partition). The LU is skipped where
 its factor would exceed :data:`LU_MEMORY_MAX` (estimated from the fill measured at N ≤
-5·10⁴, :func:`lu_bytes`). ``--max-iter`` caps SSNAL's outer iterations (default 200); a
-capped run is reported as it ends (``cert`` column).
+5·10⁴, :func:`lu_bytes`). Run only when named in ``--contenders`` (:data:`OPT_IN`):
+``"admm"`` (numba) and ``method="torch"`` on CUDA in float64 and float32, each at most 20000
+ADMM iterations (rows say "skipped" without CUDA). ``--max-iter`` caps SSNAL's outer
+iterations (default 200); a capped run is reported as it ends (``cert`` column).
 No wall-clock limit applies.
 """
 
@@ -52,8 +54,13 @@ CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
               "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
               "ssnal sparsified": {"method": "ssnal", "newton_solver": "sparsified"},
               "auto": {"method": "auto"},
+              "admm": {"method": "admm", "max_iter": 20000},
+              "torch cuda f64": {"method": "torch", "device": "cuda", "max_iter": 20000},
+              "torch cuda f32": {"method": "torch", "device": "cuda", "dtype": "float32",
+                                 "max_iter": 20000},
               **{name: CCMM[name] for name in ("ccmm default", "ccmm tight")}}
 TOL = 1e-6
+OPT_IN = ("admm", "torch cuda f64", "torch cuda f32")  # run only when named in --contenders
 LU_MEMORY_MAX = 8 * 2**30  # bytes
 
 
@@ -66,8 +73,9 @@ def lu_bytes(n):
 
 def _run(prob, opts, max_iter):
     cfl.certificates.clear_cache()  # no contender reuses another's factorisations
+    opts = {"max_iter": max_iter, **opts}
     start = time.perf_counter()
-    sol = cfl.solve(prob, tol=TOL, max_iter=max_iter, **opts)
+    sol = cfl.solve(prob, tol=TOL, **opts)
     return sol, time.perf_counter() - start
 
 
@@ -99,12 +107,20 @@ def _ccmm_row(regime, prob, A, name):
     return row
 
 
+def _have_cuda():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def instance_rows(n, regime, lam, max_iter, contenders=None):
     A = _connected_mixture(n)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), _knn(A, 10), lam)
     rows = []
     for name, opts in CONTENDERS.items():
-        if contenders is not None and name not in contenders:
+        if name not in (contenders or [c for c in CONTENDERS if c not in OPT_IN]):
             continue
         if opts.get("newton_solver") == "lu" and lu_bytes(n) > LU_MEMORY_MAX:
             rows.append(_row(regime, prob, name, note=f"skipped: LU factor ~"
@@ -112,6 +128,9 @@ def instance_rows(n, regime, lam, max_iter, contenders=None):
             continue
         if name.startswith("ccmm"):
             rows.append(_ccmm_row(regime, prob, A, name))
+            continue
+        if opts.get("device") == "cuda" and not _have_cuda():
+            rows.append(_row(regime, prob, name, note="skipped: CUDA is not available"))
             continue
         sol, t = _run(prob, opts, max_iter)
         warm = "ADMM 100 it. → " if "admm_warm_up" in sol.history else ""
@@ -195,7 +214,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma-separated N (overrides --quick)")
     ap.add_argument("--max-iter", type=int, default=200, help="SSNAL's outer iterations")
     ap.add_argument("--contenders", default=None,
-                    help=f"comma-separated, of {', '.join(CONTENDERS)} (default: all)")
+                    help=f"comma-separated, of {', '.join(CONTENDERS)} (default: all but "
+                         f"{', '.join(OPT_IN)})")
     ap.add_argument("--regimes", default=None,
                     help=f"comma-separated, of {', '.join(LAMS)} (default: all)")
     a = ap.parse_args(argv)

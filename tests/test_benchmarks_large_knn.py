@@ -51,3 +51,28 @@ def test_ccmm_rows_are_certified_by_convexfl_or_say_they_are_skipped(monkeypatch
     (row,) = large_knn.instance_rows(300, "λ = 3", 3.0, 50, ["ccmm tight"])
     assert row["time_s"] is None and row["note"] == peers.SKIPPED
     assert row["contender"] == "ccmm tight" and not row["certified"]
+
+
+def test_admm_and_torch_rows_run_only_when_named_and_cuda_rows_say_when_skipped(monkeypatch):
+    """The opt-in contenders keep their own ADMM iteration limit (not SSNAL's ``--max-iter``);
+    a CUDA row without CUDA holds no time and says why."""
+    from types import SimpleNamespace
+
+    solved = []
+    sol = SimpleNamespace(history={}, method="m", stage="s")
+    monkeypatch.setattr(large_knn, "_run", lambda prob, opts, max_iter: solved.append(
+        {"max_iter": max_iter, **opts}) or (sol, 1.0))
+    monkeypatch.setattr(large_knn, "_ccmm_row", lambda regime, prob, A, name: {
+        "contender": name, "time_s": None, "objective": None})
+    monkeypatch.setattr(large_knn, "_row", lambda regime, prob, name, sol=None, t=None,
+                        note="": {"contender": name, "note": note, "time_s": t,
+                                  "objective": None})
+    monkeypatch.setattr(large_knn, "_have_cuda", lambda: False)
+    rows = large_knn.instance_rows(300, "λ = 3", 3.0, 50, ["admm", "torch cuda f32"])
+    assert [r["contender"] for r in rows] == ["admm", "torch cuda f32"]
+    assert solved == [{"max_iter": 20000, "method": "admm"}]
+    assert rows[1]["note"] == "skipped: CUDA is not available" and rows[1]["time_s"] is None
+    solved.clear()
+    large_knn.instance_rows(300, "λ = 3", 3.0, 50, None)
+    assert {s["method"] for s in solved} == {"ssnal", "auto"}
+    assert all(s["max_iter"] == 50 for s in solved)
