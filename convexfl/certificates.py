@@ -105,6 +105,12 @@ class Certificate:
     fused: np.ndarray | None = None
 
 
+def normalised(r, grad_norm):
+    """The reported residual ``r / (1 + ‖∇f(X)‖_F)`` of an absolute residual ``r``, both in
+    standard units (where the gradient scale ``g`` is 1; module docstring)."""
+    return r / (1.0 + grad_norm)
+
+
 def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: float = 1e-3,
                  max_iter: int = 5000, target: float | None = None) -> Certificate:
     """Certify a candidate ``X`` for ``prob`` (see the module docstring).
@@ -148,7 +154,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         g = prob.gradient(X)
         gn = float(np.linalg.norm(prob.loss.grad(X)))
         r = float(np.linalg.norm(g))
-        return Certificate(r / (1 + gn), r, r, True, prob.objective(X), 0.0, 0, gn, 0)
+        return Certificate(normalised(r, gn), r, r, True, prob.objective(X), 0.0, 0, gn, 0)
     if isinstance(prob, Reduced):
         X = prob.check_X(X)
         from ._flow_kernels import sums_by_label
@@ -188,7 +194,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
                              f"(k, {graph.n_edges}, {prob.dim}), got {flows.shape}")
     atarget = None
     if target is not None:
-        atarget = target * (1 + gn)
+        atarget = target / normalised(1.0, gn)
     at = np.flatnonzero(fused)  # take() with indices: 4x faster than boolean indexing
     hint = None if flows is None else flows.take(at, axis=-2)
     upper, lower, iters, u_fused = _min_residual(G, graph.edges.take(at, axis=0),
@@ -201,8 +207,8 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
 def _certificate(prob, X, dist, G, u, upper, lower, gn, fuse_tol, fused, rtol, iters=0):
     """The :class:`Certificate` of the flows ``u`` with ``‖G + Bᵀu_fused‖ = upper``."""
     exact = upper - lower <= rtol * upper + 1e-13 * (1.0 + float(np.linalg.norm(G)))
-    return Certificate(upper / (1 + gn), upper, lower, exact, prob.objective(X, dist), fuse_tol,
-                       int(fused.sum()), gn, iters, u, fused=fused)
+    return Certificate(normalised(upper, gn), upper, lower, exact, prob.objective(X, dist),
+                       fuse_tol, int(fused.sum()), gn, iters, u, fused=fused)
 
 
 _POTENTIAL_CACHE: dict = {}  # fused subgraph and weights → the entry of _potential_factor,

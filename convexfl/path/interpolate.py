@@ -36,6 +36,7 @@ import numpy as np
 
 from .._flow_kernels import flow_residual, moving_flows
 from .._validation import as_scalar
+from ..certificates import normalised
 from ..clusters import components
 from ..problems import SumOfNorms
 from ..units import standardise
@@ -102,7 +103,7 @@ class Segment:
                                   self.cross_edges, lam / g * self.cross_weights, dist,
                                   np.zeros(dist.size, np.bool_))
         r = float(np.linalg.norm(R))
-        kkt = r / (1.0 + float(np.linalg.norm(grad)))  # grad_scale = 1 in standard units
+        kkt = normalised(r, float(np.linalg.norm(grad)))
         distances = np.zeros(self.prob.graph.n_edges)
         distances[self.cross] = dist * s
         objective = self.prob.with_lam(lam).objective(X, distances)
