@@ -235,10 +235,43 @@ def test_a_polish_during_the_iterations_pays_for_its_size(monkeypatch):
 
     monkeypatch.setattr(_common, "polish", recording)
     certifier = Certifier(prob, 1e-6, polish=True)
-    certifier(first.certificate.fused, first.X, first.flows)
-    budget = _common.POLISH_STEPS + _common.POLISH_STEPS_PER_CHECK * 1
+    for _ in range(2):  # polished once stable (the next test)
+        certifier(first.certificate.fused, first.X, first.flows)
+    budget = _common.POLISH_STEPS + _common.POLISH_STEPS_PER_CHECK * 2
     assert seen[0][0] == budget // weight
     assert certifier.polish_steps == seen[0][1] * weight
+
+
+def test_a_large_partition_is_polished_once_a_second_candidate_has_it(monkeypatch):
+    """During the iterations a candidate whose reduced Newton system is larger than
+    ``SMALL_NEWTON`` is polished only when the previous candidate had its partition; a
+    small one at once."""
+    from convexfl.solvers import _common
+
+    prob = mixture(1000, 0.3)
+    early = cfl.solve(prob, method="admm", max_iter=50, polish=False)
+    late = cfl.solve(prob, method="admm", max_iter=100, polish=False)
+    assert not np.array_equal(early.labels(), late.labels())
+    assert late.n_clusters * prob.dim > _common.SMALL_NEWTON
+    polished = []
+    real = _common.polish
+
+    def recording(p, labels, W0, **options):
+        polished.append(int(labels.max()) + 1)
+        return real(p, labels, W0, **options)
+
+    monkeypatch.setattr(_common, "polish", recording)
+    certifier = Certifier(prob, 1e-6, polish=True)
+    for sol in (early, late):
+        assert not certifier(sol.certificate.fused, sol.X, sol.flows)
+    assert polished == []
+    certifier(late.certificate.fused, late.X, late.flows)
+    assert polished == [late.n_clusters]
+    small = mixture(1000, 3.0)
+    few = cfl.solve(small, method="admm", max_iter=30, polish=False)
+    assert few.n_clusters * small.dim <= _common.SMALL_NEWTON
+    Certifier(small, 1e-6, polish=True)(few.certificate.fused, few.X, few.flows)
+    assert len(polished) == 2
 
 
 def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
@@ -350,9 +383,10 @@ def test_a_small_reduced_problem_gets_its_own_polish_steps(monkeypatch):
     two = np.zeros_like(none)
     two[prob.graph.edges[:, 0] < 30] = True  # users 0..29 joined to everyone: one cluster
     two &= prob.graph.edges[:, 1] < 30
-    cert(none, A, None)  # 60 clusters: the shared budget, 30 + 10 for this check
-    assert limits == [POLISH_STEPS + POLISH_STEPS_PER_CHECK]
+    cert(none, A, None)  # 60 clusters, the first time: not polished
+    cert(none, A, None)  # again: the shared budget, 30 + 10 for each check
+    assert limits == [POLISH_STEPS + 2 * POLISH_STEPS_PER_CHECK]
     cert(two, A, None)  # 31 clusters × 6 = 186 unknowns: small
-    assert limits[1] == max(POLISH_STEPS + 2 * POLISH_STEPS_PER_CHECK - 45,
+    assert limits[1] == max(POLISH_STEPS + 3 * POLISH_STEPS_PER_CHECK - 45,
                             SMALL_POLISH_STEPS)
     assert cert.polish_steps == 90
