@@ -180,12 +180,19 @@ def test_admm_coarsening_certifies_from_an_early_partition():
     np.testing.assert_allclose(res.X, ref.X, atol=1e-8)
 
 
-def test_coarsening_waits_for_the_partition_to_halve():
+def test_coarsening_waits_for_a_quarter_of_the_users_then_for_the_partition_to_halve():
     prob = mixture_knn()
+    n, edges = prob.n_users, prob.graph.edges
     certifier = Certifier(prob, 1e-6, polish=True)
     none_fused = np.zeros(prob.graph.n_edges, bool)
     assert not certifier.coarsen(none_fused, prob.loss.points, None)
-    assert certifier.count == 0 and certifier.coarse_k == prob.n_users
+    assert certifier.count == 0 and certifier.coarse_k == n / 2
+    third = np.all(edges >= n // 3, axis=1)  # n/3 singletons and the rest: > n/4 clusters
+    assert not certifier.coarsen(third, prob.loss.points, None)
+    assert certifier.count == 0
+    most = np.all(edges >= n // 8, axis=1)  # ≤ n/8 singletons and a few more: ≤ n/4
+    certifier.coarsen(most, prob.loss.points, None)
+    assert certifier.count == 1 and certifier.coarse_k <= n / 4
 
 
 def test_coarsen_option_is_checked():

@@ -101,10 +101,11 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
     record_objective : bool
         Also record the objective at each check (costs one objective evaluation).
     coarsen : bool, optional
-        Coarsening attempts (:meth:`~convexfl.solvers._common.Certifier.coarsen`): each time
-        the exactly fused partition has halved its number of clusters, solve its reduced
-        problem for its merges and certify (at most a quarter of the run's time). Default: on
-        from ``N ≥ 2000`` users (needs ``polish``).
+        Coarsening attempts (:meth:`~convexfl.solvers._common.Certifier.coarsen`): once the
+        exactly fused partition has at most ``N/4`` clusters, and each time it has halved
+        them since, solve its reduced problem for its merges, repair it where it fails, and
+        certify (at most ``COARSEN_FAILS`` failed attempts). Default: on from ``N ≥ 2000``
+        users (needs ``polish``).
 
     Returns
     -------
