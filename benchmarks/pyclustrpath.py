@@ -33,7 +33,8 @@ here is built from its ``unique_pairs`` and ``weightVector``, so both solve the 
 problem, and its answer is certified by :func:`convexfl.certificates.kkt_residual` at that
 λ, outside its time (its own stopping rule is a relative KKT/gap test, ``stop_tol``).
 
-Rows: its ADMM at ``stop_tol`` 1e-6 (its demos' setting) on each device; convexfl's
+Rows: its ADMM at ``stop_tol`` 1e-6 (its demos' setting; ``--peer-max-iter`` iterations
+at most, default its 20000) on each device; convexfl's
 ``ssnal``, ``admm`` and ``torch`` (float64) with ``tol=1e-6`` (certified); each the minimum of
 ``--rounds`` runs, convexfl's factorisation cache cleared before each. Instances: the
 kNN10 mixture in d = 3 (``versus._connected_mixture``) at each size and, with
@@ -61,7 +62,7 @@ from .versus import _connected_mixture
 
 TOL = 1e-6
 STUBS = ("cusparse_extension", "knn_cuda")
-GAMMAS = {"mixture": (0.02, 0.2), "digits": (0.05, 0.5)}  # many clusters, few clusters
+GAMMAS = {"mixture": (0.2, 0.02), "digits": (0.5, 0.05)}  # few clusters, many clusters
 
 
 def son_lambda(gamma, max_dist):
@@ -98,8 +99,9 @@ def load_peer(src):
 
         import pyclustrpath
 
-        pyclustrpath.gv.use_coo = 0  # set by its demos' gv._init
-        pyclustrpath.gv.logger.setLevel(logging.WARNING)
+        gv = pyclustrpath.gv  # what its demos' gv._init(args) sets
+        gv.use_coo, gv.solver_method, gv.data_name = 0, "admm", "benchmark"
+        gv.logger.setLevel(logging.WARNING)
         return pyclustrpath
     except Exception as exc:  # its import fails for reasons of its own: say which
         return f"PyClustrPath import failed: {type(exc).__name__}: {exc}"
@@ -134,13 +136,13 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def peer_row(peer, proc, prob, gamma, device, rounds):
+def peer_row(peer, proc, prob, gamma, device, rounds, max_iter=20000):
     """PyClustrPath's ADMM at ``γ`` on ``device``, its answer certified by convexfl."""
     best, X = np.inf, None
     for _ in range(rounds):
         proc.to_device(device)
         solver = peer.ConvexClusterSolver("admm", gamma_list=[gamma], device=device,
-                                          stop_tol=TOL, max_iter=20000)
+                                          stop_tol=TOL, max_iter=max_iter)
         _sync(device)
         start = time.perf_counter()
         out = solver.solve(proc)
@@ -149,7 +151,7 @@ def peer_row(peer, proc, prob, gamma, device, rounds):
         X = out[0].cpu().numpy().T
     cert = cfl.certificates.kkt_residual(prob, X)
     k = int(cfl.clusters.labels(X, cert.fuse_tol, graph=prob.graph).max()) + 1
-    return {"contender": f"pyclustrpath admm {device}", "time_s": best,
+    return {"contender": f"pyclustrpath admm {device}", "time_s": best, "max_iter": max_iter,
             "kkt": cert.kkt_residual, "certified": bool(cert.kkt_residual <= TOL),
             "objective": cert.objective, "n_clusters": k, "note": "certified by convexfl"}
 
@@ -171,7 +173,7 @@ def convexfl_rows(prob, devices, rounds):
     return rows
 
 
-def run(*, src, out, rounds, sizes, digits=False):
+def run(*, src, out, rounds, sizes, digits=False, peer_max_iter=20000):
     import torch
 
     os.makedirs(out, exist_ok=True)
@@ -195,7 +197,8 @@ def run(*, src, out, rounds, sizes, digits=False):
             new = convexfl_rows(prob, devices, rounds)
             for device in devices:
                 try:
-                    new.append(peer_row(peer, proc, prob, gamma, device, rounds))
+                    new.append(peer_row(peer, proc, prob, gamma, device, rounds,
+                                        peer_max_iter))
                 except Exception as exc:  # one failing row must not lose the others
                     new.append({"contender": f"pyclustrpath admm {device}", "time_s": None,
                                 "kkt": None, "certified": False, "objective": None,
@@ -278,11 +281,14 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="1000,2000", help="comma-separated mixture sizes")
     ap.add_argument("--digits", action="store_true", help="also the digits (slow for its ADMM)")
+    ap.add_argument("--peer-max-iter", type=int, default=20000,
+                    help="its ADMM's iteration limit (its default 20000)")
     a = ap.parse_args(argv)
     if a.rounds < 1:
         ap.error(f"--rounds: expected at least 1, got {a.rounds}")
     run(src=a.src, out=a.out, rounds=a.rounds,
-        sizes=[int(float(s)) for s in a.sizes.split(",")], digits=a.digits)
+        sizes=[int(float(s)) for s in a.sizes.split(",")], digits=a.digits,
+        peer_max_iter=a.peer_max_iter)
 
 
 if __name__ == "__main__":

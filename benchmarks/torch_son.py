@@ -15,9 +15,9 @@ one), after a warm-up that compiles the numba kernels and loads torch; "cert [s]
 of it spent in the shared certified stopping test (``history["time_certify_s"]``: candidates,
 polishes, certificates, on the host). "t/t(ssnal)" is the
 row's time over SSNAL's on the same instance in the same run (compare ratios: the machine is
-shared). Peer PyClustrPath (Wu & Yuan 2025, torch) is not included: its public source has
-no ``setup.py``/``pyproject.toml``, imports a CUDA-only extension (``cusparse_extension``) at
-import and ships its SSNAL inner solver only as Python 3.10 bytecode (docs/solvers.md).
+shared). The peer PyClustrPath (Wu & Yuan 2025, torch) has no installer; it is run beside
+convexfl on identical problems by :mod:`benchmarks.pyclustrpath` from a checkout of its
+source (docs/solvers.md).
 
 ``python -m benchmarks --cases torch_son [--quick]`` writes ``torch_results.json`` and
 ``torch_time_vs_n.png`` in ``--out``.
@@ -136,7 +136,7 @@ def run(*, quick: bool, out: str, cases=CASES):
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_count": os.cpu_count(),
             "torch": torch.__version__, "cuda": torch.cuda.is_available(),
             "blas_threads_in_solve": cfl.solvers.BLAS_THREADS, "warmup_s": warm,
-            "pyclustrpath": "not installable from its public source (module docstring)"}
+            "pyclustrpath": "run by benchmarks.pyclustrpath (module docstring)"}
     rows = []
     for name in cases:
         print(f"[benchmarks] {name} ...", flush=True)
