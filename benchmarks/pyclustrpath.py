@@ -78,6 +78,15 @@ class _Stub(types.ModuleType):
         raise RuntimeError(f"stub: {self.__name__}.{name} is not built here")
 
 
+def _unbuilt(name):
+    """A stand-in for ``name`` that raises when called."""
+
+    def call(*args, **kwargs):
+        raise RuntimeError(f"stub: {name} is not built here")
+
+    return call
+
+
 def load_peer(src):
     """Import PyClustrPath from ``src`` with the stubs of the module docstring; returns the
     package, or a string saying why not."""
@@ -85,6 +94,9 @@ def load_peer(src):
         return f"no PyClustrPath source at {src!r} (--src)"
     for name in STUBS:
         sys.modules.setdefault(name, _Stub(name))
+    # ``from knn_cuda import KNN`` runs at its import on any CUDA machine: a name that raises
+    # only when used
+    vars(sys.modules["knn_cuda"]).setdefault("KNN", _unbuilt("knn_cuda.KNN"))
     ssnal = types.ModuleType("pyclustrpath.solvers.ssnal")
 
     class SSNAL:
@@ -141,6 +153,7 @@ def peer_row(peer, proc, prob, gamma, device, rounds, max_iter=20000):
     best, X = np.inf, None
     for _ in range(rounds):
         proc.to_device(device)
+        proc.device = device  # its to_device moves the tensors only; its ADMM reads this
         solver = peer.ConvexClusterSolver("admm", gamma_list=[gamma], device=device,
                                           stop_tol=TOL, max_iter=max_iter)
         _sync(device)
