@@ -369,10 +369,12 @@ def _largest_strong_component(coef, edges, wts, ratio):
     return np.bincount(comp).max()
 
 
-def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch):
-    """Inside a component of more than ``SPARSIFIED_MAX_COMPONENT`` users the ratio is
-    raised (fourfold): its weakest kept edges go, the kept edges elsewhere stay, and every
-    component left is small enough."""
+@pytest.mark.parametrize("limit", ["SPARSIFIED_MAX_COMPONENT", "SPARSIFIED_MAX_UNKNOWNS"])
+def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit):
+    """Inside a component of more than ``SPARSIFIED_MAX_COMPONENT`` users, or more than
+    ``SPARSIFIED_MAX_UNKNOWNS`` unknowns (users · d), the ratio is raised (fourfold): its
+    weakest kept edges go, the kept edges elsewhere stay, and every component left is small
+    enough."""
     import convexfl.solvers.ssnal as ssnal
     from convexfl._flow_kernels import masked_components
     from convexfl.solvers._ssnal_kernels import precond_weights
@@ -383,8 +385,9 @@ def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch):
     r = ssnal.STRONG_RATIO
     largest = _largest_strong_component(coef, edges, wts, r)
     assert _largest_strong_component(coef, edges, wts, 4 * r) < largest
-    monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
-    keep, big = ssnal._Precond(coef, edges, coef.size, "sparsified").strong_edges(wts)
+    d = blocks.shape[1]
+    monkeypatch.setattr(ssnal, limit, (largest - 1) * (d if limit.endswith("UNKNOWNS") else 1))
+    keep, big = ssnal._Precond(coef, edges, coef.size, "sparsified").strong_edges(wts, d)
     first = wts >= r * np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
     assert not big.any() and np.all(first[keep]) and 0 < keep.sum() < first.sum()
     comp = masked_components(coef.size, edges, first)[0]
@@ -438,15 +441,17 @@ def test_the_sparsified_solver_falls_back_when_the_strong_edges_join_many_users(
         assert abs(sol.objective - lu.objective) <= 1e-8 * abs(lu.objective)
 
 
-@pytest.mark.parametrize("n, m, kind", [(100, 300, "dense"), (3000, 2_000_000, "dense"),
-                                        (3000, 30_000, "sparsified"),
-                                        (5000, 2_000_000, "sparsified"),
-                                        (20_000, 170_000, "sparsified"),
-                                        (10**5, 6 * 10**5, "sparsified")])
-def test_auto_newton_solver_by_size_and_density(n, m, kind):
+@pytest.mark.parametrize("n, m, d, kind", [(100, 300, 3, "dense"), (3000, 2_000_000, 3, "dense"),
+                                           (3000, 30_000, 3, "sparsified"),
+                                           (5000, 2_000_000, 5, "sparsified"),
+                                           (20_000, 170_000, 2, "sparsified"),
+                                           (10**5, 6 * 10**5, 3, "sparsified"),
+                                           (1797, 12_335, 64, "lu"), (100, 300, 64, "dense"),
+                                           (20_000, 170_000, 6, "amg")])
+def test_auto_newton_solver_by_size_density_and_dimension(n, m, d, kind):
     from convexfl.solvers.ssnal import newton_solver_for
-    assert newton_solver_for(n, m) == kind
-    assert newton_solver_for(n, m, "lu") == "lu"
+    assert newton_solver_for(n, m, d) == kind
+    assert newton_solver_for(n, m, d, "lu") == "lu"
 
 
 @pytest.mark.parametrize("value", ["cholmod", None, "AMG"])

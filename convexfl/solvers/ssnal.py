@@ -147,6 +147,20 @@ STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) 
 # AMG, 288 s with only the large component isotropic, 178 s with the raised ratio; N = 2e4,
 # λ = 3: 114 → 69 s; docs/solvers.md)
 SPARSIFIED_MAX_COMPONENT = 2000
+# ...and this small in unknowns (users · d; 2000 users at d = 3): a kept edge is a dense d × d
+# block, so the LU grows as d² at least (scikit-learn's digits, N = 1797, d = 64, kNN 10: a
+# component of 1797 users, 115008 unknowns, raised MemoryError in SuperLU)
+SPARSIFIED_MAX_UNKNOWNS = 6000
+# "auto" takes the isotropic C + σL_w above this many parameters per user (the largest d
+# measured where "sparsified" paid): a Hessian edge
+# block differs from its isotropic bound in one direction of d, and the kept blocks' LU costs
+# d² and more (SSNAL, certified 1e-6, kNN10 mixtures N = 2000 with centres 2·N(0, I), noise
+# 0.7, "sparsified" → "lu": d = 5, N = 5000, λ = 0.3: 0.98 → 3.71 s (K = 4936); d = 8: within
+# 0.03 s at λ ∈ {0.03, 0.3, 1.5, 3}, 0.55 → 0.15 s at λ = 0.8; d = 16: 0.31 → 0.16 s, 0.48 →
+# 0.30 s; d = 32, λ = 0.8: 0.47 → 0.06 s; digits (N = 1797, d = 64, PyClustrPath's kNN 10
+# and λ = γ·max distance) γ = 1: MemoryError (34.8 s with SPARSIFIED_MAX_UNKNOWNS) → 5.8 s,
+# γ = 0.1: MemoryError → 21.9 s)
+SPARSIFIED_MAX_DIM = 5
 STRONG_RATIO_MAX = 3 * 4.0**4
 # once the residual proxy has not halved for this many outer iterations, the candidate
 # is certified every this many iterations: the proxy stalls at rounding level under the
@@ -163,11 +177,14 @@ STALL_ITERS = 3
 WARM_SIGMA_SCALE = 0.1
 
 
-def newton_solver_for(n, m, choice="auto"):
-    """The preconditioner of the Newton systems for ``n`` users and ``m`` edges.
+def newton_solver_for(n, m, d, choice="auto"):
+    """The preconditioner of the Newton systems for ``n`` users, ``m`` edges and ``d``
+    parameters per user.
 
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
-    ``m > n²/8``); else ``"sparsified"`` (:meth:`_Precond.factor_sparsified`): the LU of
+    ``m > n²/8``); above ``SPARSIFIED_MAX_DIM`` parameters, the isotropic ``C + σ L_w`` by
+    ``"lu"`` below :data:`AMG_MIN` users and ``"amg"`` from there; else ``"sparsified"``
+    (:meth:`_Precond.factor_sparsified`): the LU of
     the Hessian with the off-diagonal blocks of its weak edges dropped, and, on the users
     whose strong edges still join more than ``SPARSIFIED_MAX_COMPONENT`` of them
     (:meth:`_Precond.strong_edges`), the isotropic ``C + σ L_w`` by one
@@ -226,6 +243,8 @@ def newton_solver_for(n, m, choice="auto"):
         return choice
     if n <= 200 or (n <= 4000 and m > n * n / 8):
         return "dense"
+    if d > SPARSIFIED_MAX_DIM:
+        return "lu" if n < AMG_MIN else "amg"
     return "sparsified"
 
 
@@ -328,11 +347,11 @@ class _Precond:
     def factor_sparsified(self, blocks, wts):
         """``"sparsified"``: the LU of the Hessian with the off-diagonal blocks of its weak
         edges dropped (:meth:`factor_hessian` with ``keep``; the edges: :meth:`strong_edges`).
-        Users whose kept edges still join more than ``SPARSIFIED_MAX_COMPONENT`` users get
+        Users whose kept edges still join too many users (:meth:`strong_edges`) get
         the isotropic ``C + σ L_w`` instead (:meth:`_factor_mixed`; all users: :meth:`factor`).
         :attr:`n_sparsified` counts the factorisations with a sparsified LU, :attr:`n_mixed`
         those of them with an isotropic block too."""
-        keep, big = self.strong_edges(wts)
+        keep, big = self.strong_edges(wts, blocks.shape[1])
         if not big.any():
             self.factor_hessian(blocks, keep=keep)
         elif big.all():
@@ -343,10 +362,11 @@ class _Precond:
             self.n_mixed += 1
         self.n_sparsified += 1
 
-    def strong_edges(self, wts):
+    def strong_edges(self, wts, d):
         """``(keep, big)``: the edges whose off-diagonal blocks "sparsified" keeps, and the
-        users left in components of more than ``SPARSIFIED_MAX_COMPONENT`` users (their LU
-        would fill in). An edge is strong when its block's largest eigenvalue ``w_e`` (σ
+        users left in components too large to factorise (their LU would fill in): more than
+        ``SPARSIFIED_MAX_COMPONENT`` users, or more than ``SPARSIFIED_MAX_UNKNOWNS`` unknowns
+        (users · ``d``). An edge is strong when its block's largest eigenvalue ``w_e`` (σ
         inside the ball, σc/‖T‖ outside: :func:`precond_weights`) is at least ``r ·
         min(c_i, c_j)``, the loss curvatures at its ends, with ``r = STRONG_RATIO``; inside a
         component that is too large ``r`` is raised fourfold at a time up to
@@ -357,9 +377,10 @@ class _Precond:
         c_min = np.minimum(self.coef[i], self.coef[j])
         keep = wts >= STRONG_RATIO * c_min
         ratio = STRONG_RATIO
+        max_users = min(SPARSIFIED_MAX_COMPONENT, SPARSIFIED_MAX_UNKNOWNS // d)
         while True:
             comp = masked_components(self.n, self.edges, keep)[0]
-            big = (np.bincount(comp) > SPARSIFIED_MAX_COMPONENT)[comp]
+            big = (np.bincount(comp) > max_users)[comp]
             if not big.any() or ratio >= STRONG_RATIO_MAX:
                 break
             ratio *= 4.0
@@ -469,7 +490,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     sigma_max = as_scalar(sigma_max, "sigma_max", low=0.0, low_inclusive=False)
     max_newton = as_int(max_newton, "max_newton", low=1)
     cg_max_iter = as_int(cg_max_iter, "cg_max_iter", low=1)
-    newton_solver_for(0, 0, newton_solver)  # validated before any work
+    newton_solver_for(0, 0, 0, newton_solver)  # validated before any work
     done = run.closed_form() or run.warm_partition()
     if done is not None:
         return done
@@ -495,7 +516,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     P = np.empty((m, d))
     tnorm = np.empty(m)
     HV = np.empty((n, d))
-    pre = _Precond(coef, edges, n, newton_solver_for(n, m, newton_solver))
+    pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
     wts = np.empty(m)
     blocks = np.empty((m, d, d) if pre.kind in ("hessian", "sparsified") else (0, d, d))
     pre_sigma = None
