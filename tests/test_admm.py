@@ -189,3 +189,57 @@ def test_a_new_partitions_check_leaves_the_residual_schedule_alone():
                                         mu=10.0, tau_incr=2.0, coarsen=False, warm=False)
     assert converged and 500 <= it <= 520, hist["certify_at"]
     assert hist["certify_at"][:12] == list(range(10, 130, 10))
+
+
+def _reduced_case(d=8, k=60, seed=5):
+    """A sparse reduced problem of the quadratic loss: K clusters on a kNN graph in ``d``
+    dimensions, all apart."""
+    from convexfl.solvers import _common
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((k, d))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 4), 0.05)
+    return prob, _common
+
+
+def test_the_reduced_hessian_product_is_the_hessians():
+    """``reduced_hess_vec`` (the isotropic polish's CG) against the Hessian assembled by
+    ``reduced_grad_hess`` (the LU polish's), on a random point and direction."""
+    from convexfl.solvers._common_kernels import reduced_grad_hess, reduced_hess_vec
+
+    prob, _ = _reduced_case()
+    k, d = prob.n_users, prob.dim
+    W = np.random.default_rng(1).standard_normal((k, d))
+    V = np.random.default_rng(2).standard_normal((k, d))
+    cap = prob.lam * prob.graph.weights
+    n = k * d
+    Hd = np.empty((n, n))
+    reduced_grad_hess(*prob.loss.arrays, prob.graph.edges, cap, W, np.empty((k, d)), Hd,
+                      np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+    out = np.empty((k, d))
+    reduced_hess_vec(prob.loss.arrays[3], prob.graph.edges, cap, W, V, out)
+    np.testing.assert_allclose(out.ravel(), Hd @ V.ravel(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_isotropic_polish_reaches_the_lu_polishs_answer(monkeypatch):
+    """Above ``POLISH_ISOTROPIC_DIM`` parameters per user the sparse Newton systems of the
+    quadratic loss are solved by preconditioned CG (inexact Newton); its answer is the exact
+    LU's, and it certifies."""
+    prob, _common = _reduced_case()
+    assert prob.dim > _common.POLISH_ISOTROPIC_DIM
+    labels = np.arange(prob.n_users)
+    W0 = prob.loss.F + 0.01
+    calls = []
+    inner = _common._isotropic_newton_step
+    monkeypatch.setattr(_common, "_isotropic_newton_step",
+                        lambda *a: calls.append(1) or inner(*a))
+    monkeypatch.setattr(_common, "DENSE_MAX", 0)  # the sparse systems
+    monkeypatch.setattr(_common, "SMALL_NEWTON", 0)
+    lab, W, ok, steps = _common.polish(prob, labels, W0, gtol_rel=1e-12)
+    assert ok and len(calls) == steps > 0
+    monkeypatch.setattr(_common, "POLISH_ISOTROPIC_DIM", prob.dim)
+    lab_lu, W_lu, ok_lu, _ = _common.polish(prob, labels, W0, gtol_rel=1e-12)
+    assert ok_lu and len(calls) == steps
+    np.testing.assert_array_equal(lab, lab_lu)
+    np.testing.assert_allclose(W, W_lu, atol=1e-10)
+    assert cfl.certificates.kkt_residual(prob, W[lab]).kkt_residual <= 1e-9

@@ -83,7 +83,8 @@ def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
 
 
 def test_pcg_flushes_subnormal_range_entries_and_solves():
-    from convexfl.solvers.ssnal import _flush, _pcg
+    from convexfl.solvers._common import pcg
+    from convexfl.solvers.ssnal import _flush
 
     rng = np.random.default_rng(0)
     n = 40
@@ -91,7 +92,7 @@ def test_pcg_flushes_subnormal_range_entries_and_solves():
     M = Q @ Q.T + n * np.eye(n)
     B = rng.standard_normal((n, 2))
     B[0, 0] = 1e-200  # would make subnormal products
-    X, it = _pcg(lambda V: M @ V, B.copy(), lambda R: R / np.diag(M)[:, None], 1e-12, 500)
+    X, it = pcg(lambda V: M @ V, B.copy(), lambda R: R / np.diag(M)[:, None], 1e-12, 500)
     B[0, 0] = 0.0
     assert it >= 1 and np.linalg.norm(M @ X - B) <= 1e-9 * np.linalg.norm(B)
     V = np.array([[1e-300, 1.0], [-1e-160, 2.0]])

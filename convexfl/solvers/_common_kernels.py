@@ -141,3 +141,33 @@ def gradient_residual(code, F, y, coef, ptr, ridge, delta, X, edges, flows):
         for a in range(G.shape[1]):
             r += G[i, a] * G[i, a]
     return np.sqrt(r), np.sqrt(gn)
+
+
+@njit(cache=True)
+def reduced_hess_vec(coef, edges, cap, W, V, out):
+    """``H V`` into ``out`` for the Hessian of a reduced problem of the quadratic loss at
+    ``W`` (:func:`reduced_grad_hess`, no edge of length 0): ``coef_k v_k`` for each
+    cluster, and ``± (c_e/r)(δ − û ûᵀδ)`` for each edge, ``δ = v_a − v_b``,
+    ``r û = w_a − w_b``."""
+    k, d = W.shape
+    for c in range(k):
+        for a in range(d):
+            out[c, a] = coef[c] * V[c, a]
+    u = np.empty(d)
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        r = 0.0
+        for a in range(d):
+            u[a] = W[i, a] - W[j, a]
+            r += u[a] * u[a]
+        r = np.sqrt(r)
+        ud = 0.0
+        for a in range(d):
+            u[a] /= r
+            ud += u[a] * (V[i, a] - V[j, a])
+        s = cap[e] / r
+        for a in range(d):
+            t = s * (V[i, a] - V[j, a] - ud * u[a])
+            out[i, a] += t
+            out[j, a] -= t

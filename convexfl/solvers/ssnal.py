@@ -52,11 +52,8 @@ from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
 from ..certificates import PatternLU, factor_spd, repeated_solves
-from ._common import COARSEN_MIN, Run, son_dispatch
+from ._common import COARSEN_MIN, Run, isotropic_matrix, pcg, son_dispatch
 from ._ssnal_kernels import (
-    cg_direction,
-    cg_update,
-    flush_dot,
     flush_sq,
     hess_blocks,
     hess_vec,
@@ -288,10 +285,7 @@ class _Precond:
         self.time += time.perf_counter() - start
 
     def _isotropic(self, w):
-        """``C + L_w`` (sparse CSR)."""
-        n, (i, j) = self.n, self.edges.T
-        adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-        return sp.diags(self.coef + np.asarray(adj.sum(axis=1)).ravel(), format="csr") - adj
+        return isotropic_matrix(self.coef, self.edges, w, self.n)
 
     def factor_hessian(self, blocks, keep=None):
         """The sparse LU of the generalised Hessian ``H = C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e``
@@ -452,33 +446,6 @@ def _flush(V):
     return V
 
 
-def _pcg(matvec, B, msolve, rtol, max_iter):
-    """Preconditioned CG; every vector is flushed of subnormal-range entries inside compiled
-    loops (on large sparse graphs the preconditioner's solves decay into them, and numpy's
-    reductions over subnormals were the dominant cost: profiled 5 ms per norm at N = 1e4)."""
-    X = np.zeros_like(B)
-    R = np.ascontiguousarray(B, dtype=float).copy()
-    bnorm = np.sqrt(flush_sq(R))
-    Z = np.ascontiguousarray(msolve(R))
-    rz = flush_dot(R, Z)
-    P = Z.copy()
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007
-        AP = matvec(P)
-        pap = flush_dot(P, AP)
-        if pap <= 0:
-            break
-        a = rz / pap
-        rr = cg_update(X, R, P, AP, a)
-        if np.sqrt(rr) <= rtol * bnorm:
-            break
-        Z = np.ascontiguousarray(msolve(R))
-        rz_new = flush_dot(R, Z)
-        cg_direction(P, Z, rz_new / rz)
-        rz = rz_new
-    return X, it
-
-
 def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newton,
                cg_max_iter, newton_solver, polish, X0, flows0, warm_start, merges):
     check_loss(prob.loss)
@@ -561,7 +528,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 return HV.copy()
 
             rtol = min(1e-2, max(gnorm / (1 + gf_norm), 1e-10))
-            step, cg_it = _pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
+            step, cg_it = pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
             pre.last_cg = cg_it
             cg_here += cg_it
             slope = float(np.sum(G * step))
