@@ -688,6 +688,7 @@ def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     keys = list(dict.fromkeys((r["problem"], r["N"], r["gamma"]) for r in rows))
     ncol = min(2, len(keys))
@@ -712,6 +713,7 @@ def plot(rows, path):
                             for r in sel], fontsize=7)
         ax.invert_yaxis()
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no crowded labels
         k = next((r["n_clusters"] for r in sel if r["certified"]), None)
         ax.set_title(f"{key[0]} N={key[1]}, γ={key[2]} (certified K={k})", fontsize=9)
         ax.set_xlabel("time [s]; hatched: KKT > 1e-6 (convexfl's certificate)", fontsize=8)
