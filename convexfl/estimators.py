@@ -81,7 +81,9 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
     lam : float, optional
         λ ≥ 0. Give ``lam`` or ``n_clusters``, not both. With neither: the cluster count
         that persists over the longest λ-range of the path (grid up to the exact fusion
-        threshold λ̂), other than all-separate and all-fused when another exists.
+        threshold λ̂, or up to its certified upper bound where λ̂'s SOCP would be large:
+        :func:`convexfl.path.trace.default_grid`), other than all-separate and all-fused
+        when another exists.
     n_clusters : int, optional
         Choose λ on the path where there are exactly this many clusters (refined by
         bisection between grid points). If the path skips it (several merges at one λ), the

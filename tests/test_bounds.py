@@ -466,3 +466,24 @@ def test_the_minimisers_solver_is_the_method_asked_for(monkeypatch):
     got = B.fusion_threshold(prob, method="admm", solver_options={"tol": 1e-10})
     assert used == ["admm"]
     assert got.value == pytest.approx(expected, rel=1e-9)
+
+
+def test_fusion_threshold_above_max_socp_size_is_a_certified_bracket():
+    """Above ``max_socp_size`` flow unknowns the SOCP is not solved: λ̂ comes as the interval
+    of its closed-form certified bounds, which holds the exact value, and its flow certifies
+    the fused models at the upper end."""
+    rng = np.random.default_rng(7)
+    A = np.r_[rng.normal(0, 1, (40, 3)), rng.normal(2, 1, (40, 3))]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 1.0)
+    assert prob.graph.is_connected
+    exact = B.fusion_threshold(prob, max_socp_size=prob.graph.n_edges * 3)
+    assert exact.kind == "exact" and exact.inputs["method"] == "socp"
+    fb = B.fusion_threshold(prob, max_socp_size=prob.graph.n_edges * 3 - 1)
+    assert fb.kind == "certified bound" and not fb.is_number
+    assert fb.lo <= exact.value <= fb.hi
+    X = np.tile(fb.inputs["y_star"], (prob.n_users, 1))
+    cert = cfl.certificates.kkt_residual(prob.with_lam(fb.hi), X, flows=fb.inputs["_flow"])
+    assert cert.kkt_residual <= 1e-9
+    split = _two_cluster_solution(prob, exact.value)
+    closed = B.fusion_threshold(prob, split=split, max_socp_size=0)
+    assert closed.kind == "exact" and closed.value == pytest.approx(exact.value, rel=1e-8)

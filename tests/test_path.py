@@ -308,3 +308,32 @@ def test_the_fused_shortcut_needs_every_component_fused(monkeypatch):
     np.testing.assert_array_equal(p.X[3], p.X[2])
     for lam, X in zip(p.lambdas, p.X, strict=True):
         assert cfl.certificates.kkt_residual(prob.with_lam(lam), X).kkt_residual <= 1e-6
+
+
+def test_a_large_socp_ends_the_default_grid_at_the_certified_upper_bound(monkeypatch):
+    """Where λ̂'s SOCP would be larger than ``GRID_SOCP_MAX`` the grid ends at its certified
+    upper bound (the models are fused there), and λ̂ comes exact from the path's last
+    two-cluster solution when its cut decides, as the SOCP's value; else it stays the
+    bracket, and ``lam_hat`` is nan."""
+    import convexfl.path.trace as trace
+
+    rng = np.random.default_rng(7)
+    A = np.r_[rng.normal(0, 1, (40, 3)), rng.normal(2, 1, (40, 3))]
+    two = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.0)
+    A3, _ = cfl.datasets.planted_points(3, 4, 2, separation=10.0, radius=1.0, random_state=0)
+    three = cfl.SumOfNorms(cfl.losses.Quadratic(A3), cfl.graphs.complete(len(A3)), 0.0)
+    exact = {name: cfl.bounds.fusion_threshold(prob).value
+             for name, prob in (("two", two), ("three", three))}
+    monkeypatch.setattr(trace, "GRID_SOCP_MAX", 0)
+    for name, prob in (("two", two), ("three", three)):
+        grid, fb = trace.default_grid(prob, 16)
+        assert fb.kind == "certified bound" and grid[-1] == fb.hi >= exact[name] >= fb.lo
+        p = cfl.son_path(prob, n_lambdas=16)
+        assert p.lambdas[-1] == pytest.approx(fb.hi) and p.n_clusters[-1] == 1
+        assert np.all(p.converged)
+        if name == "two":  # its last merge is 2 → 1 on the grid: the cut decides
+            assert p.meta["fusion_threshold"]["kind"] == "exact"
+            assert p.lam_hat == pytest.approx(exact[name], rel=1e-8)
+        else:  # 3 → 1 between two grid points: no split
+            assert p.meta["fusion_threshold"]["kind"] == "certified bound"
+            assert np.isnan(p.lam_hat)

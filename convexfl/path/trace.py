@@ -18,25 +18,29 @@ from .interpolate import Segment, cluster_exact
 from .result import SolutionPath
 from .store import _base, _check_checkpoint, _finished, _load_path
 
+GRID_SOCP_MAX = 50_000  # default_grid solves λ̂'s SOCP up to this many flow unknowns (E·d)
+
 
 def default_grid(prob: SumOfNorms, n_lambdas: int = 30, *, lam_min_ratio: float = 1e-3,
                  include_zero: bool = True):
     """``[0,] λ̂·geomspace(lam_min_ratio, 1, n)``: a geometric grid ending at the exact fusion
-    threshold λ̂ (:func:`convexfl.bounds.fusion_threshold`).
+    threshold λ̂ (:func:`convexfl.bounds.fusion_threshold`), or, where its SOCP would have
+    more than ``GRID_SOCP_MAX`` unknowns (``E·d``), at λ̂'s certified upper bound (the models
+    are fused there, certified by the least-squares flow).
 
     Returns
     -------
     grid : ndarray
     fusion : Bound
-        λ̂ with its provenance (for a disconnected graph the grid ends at the λ above which
-        every component is fused).
+        λ̂ with its provenance, exact or an interval of certified bounds (for a
+        disconnected graph the grid ends at the λ above which every component is fused).
     """
 
     n_lambdas = as_int(n_lambdas, "n_lambdas", low=2)
     lam_min_ratio = as_scalar(lam_min_ratio, "lam_min_ratio", low=0.0, low_inclusive=False,
                               high=1.0)
-    fb = fusion_threshold(prob)
-    top = fb.value if np.isfinite(fb.value) else float(fb.inputs["per_component"])
+    fb = fusion_threshold(prob, max_socp_size=GRID_SOCP_MAX)
+    top = fb.hi if np.isfinite(fb.hi) else float(fb.inputs["per_component"])
     n_geo = n_lambdas - 1 if include_zero else n_lambdas
     if top <= 0:
         grid = np.zeros(1)
@@ -178,7 +182,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
     n, d = prob.n_users, prob.dim
     R = len(grid)
     lam_hat = math.nan
-    if fusion is not None:
+    if fusion is not None and fusion.is_number:
         lam_hat = fusion.value
     elif done is not None:
         lam_hat = done.lam_hat
@@ -300,10 +304,10 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             r += 1
     finally:
         bar.close()
-    if fusion is None:
-        fusion = _fusion_threshold(prob, split)
+    if fusion is None or not fusion.is_number:  # exact from the split where it decides
+        fusion = _fusion_threshold(prob, split, None if fusion is None else GRID_SOCP_MAX)
     if fusion is not None:
-        lam_hat = fusion.value
+        lam_hat = fusion.value if fusion.is_number else math.nan
         meta["fusion_threshold"] = fusion.to_dict()
         if kkt_tol is not None:  # something was solved in this call
             _fuse_above(prob, grid, cols, fusion, kkt_tol, meta)
@@ -406,12 +410,13 @@ def _fused_at(prev, prob, penalty):
                            "every larger λ")
 
 
-def _fusion_threshold(prob, split):
-    """λ̂ after a path on a given grid: from the cut of its last two-cluster solution
-    ``split`` when that closes the bracket, else the SOCP (:func:`fusion_threshold`); ``None``
-    with a warning when neither can be computed (λ̂ is optional on a given grid)."""
+def _fusion_threshold(prob, split, max_socp_size=None):
+    """λ̂ after a path: from the cut of its last two-cluster solution ``split`` when that
+    closes the bracket, else the SOCP up to ``max_socp_size`` (:func:`fusion_threshold`;
+    above it, the certified bounds); ``None`` with a warning when none can be computed (λ̂
+    is optional on a given grid)."""
     try:
-        return fusion_threshold(prob, split=split)
+        return fusion_threshold(prob, split=split, max_socp_size=max_socp_size)
     except Exception as exc:  # noqa: BLE001
         warnings.warn(f"son_path: the fusion threshold could not be computed ({exc})",
                       UserWarning, stacklevel=3)
@@ -426,7 +431,7 @@ def _fuse_above(prob, grid, cols, fusion, kkt_tol, meta):
     (or than ``kkt_tol``)."""
     from ..certificates import kkt_residual
 
-    lam_hat = fusion.value
+    lam_hat = fusion.hi  # the models are fused above it (λ̂ itself when exact)
     if not (np.isfinite(lam_hat) and prob.graph.is_connected):
         return
     X = np.tile(np.asarray(fusion.inputs["y_star"], float), (prob.n_users, 1))
