@@ -161,3 +161,10 @@ def test_strictly_convex_at_flags_exactly_the_flat_users():
     assert huber.strictly_convex_at(e1).all()                        # every residual 0
     assert not huber.strictly_convex_at(100 * e1).any()              # every residual linear
     assert cfl.losses.Quadratic(X).strictly_convex_at(X).all()
+    # a ridge makes every user strictly convex, however ill-conditioned (features ~ 10⁴)
+    big = np.c_[X[:8, :2], 1e4 * rng.uniform(1, 2, 8)]
+    ridged = cfl.losses.LeastSquares.from_groups(big, rng.standard_normal(8),
+                                                 np.repeat(np.arange(4), 2), c=1e-3)
+    eig = np.linalg.eigvalsh(ridged._hessians_near(at))
+    assert np.all(eig[:, 0] <= 1e-10 * eig[:, -1])  # the relative test alone says flat
+    assert ridged.strictly_convex_at(at).all()
