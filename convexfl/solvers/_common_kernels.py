@@ -52,6 +52,16 @@ def _hess_add(dense, Hd, rows, cols, vals, nt, r, c, h):
     return nt + 1
 
 
+@njit(inline="always")
+def _difference(W, i, j, u):
+    """``u = w_i − w_j``; returns ``‖u‖``."""
+    r = 0.0
+    for a in range(W.shape[1]):
+        u[a] = W[i, a] - W[j, a]
+        r += u[a] * u[a]
+    return np.sqrt(r)
+
+
 @njit(cache=True)
 def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, grad,
                       Hd, rows, cols, vals):
@@ -81,11 +91,7 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        r = 0.0
-        for a in range(d):
-            u[a] = W[i, a] - W[j, a]
-            r += u[a] * u[a]
-        r = np.sqrt(r)
+        r = _difference(W, i, j, u)
         if r < rmin:
             rmin = r
         if r == 0.0:
@@ -157,11 +163,7 @@ def reduced_hess_vec(coef, edges, cap, W, V, out):
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        r = 0.0
-        for a in range(d):
-            u[a] = W[i, a] - W[j, a]
-            r += u[a] * u[a]
-        r = np.sqrt(r)
+        r = _difference(W, i, j, u)
         ud = 0.0
         for a in range(d):
             u[a] /= r
