@@ -302,7 +302,8 @@ def _configure_path(p):
     p.add_argument("--method", default="auto", help="solver method (default auto; cvxpy is "
                    "the slow reference)")
     p.add_argument("--n-lambdas", type=int, default=30, help="grid size (0 and a geometric "
-                   "grid ending at lam_hat)")
+                   "grid ending at lam_hat, or at its certified upper bound on large "
+                   "problems)")
     p.add_argument("--lambdas", type=float, nargs="+", help="explicit λ grid (SON)")
     p.add_argument("--lam-min-ratio", type=float, default=1e-3)
     p.add_argument("--tol", type=float, help="solver tolerance")
