@@ -484,6 +484,9 @@ def test_fusion_threshold_above_max_socp_size_is_a_certified_bracket():
     X = np.tile(fb.inputs["y_star"], (prob.n_users, 1))
     cert = cfl.certificates.kkt_residual(prob.with_lam(fb.hi), X, flows=fb.inputs["_flow"])
     assert cert.kkt_residual <= 1e-9
+    for bad in (-1, 2.5, "big"):
+        with pytest.raises((ValueError, TypeError), match="max_socp_size"):
+            B.fusion_threshold(prob, max_socp_size=bad)
     split = _two_cluster_solution(prob, exact.value)
     closed = B.fusion_threshold(prob, split=split, max_socp_size=0)
     assert closed.kind == "exact" and closed.value == pytest.approx(exact.value, rel=1e-8)

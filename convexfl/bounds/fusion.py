@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import check_partition
+from .._validation import as_int, check_partition
 from ..problems import SumOfNorms, oracle
 from ._base import Bound, _affine_parts, _check_son, _pairwise_max
 
@@ -287,6 +287,8 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     """
     _check_son(prob)
     check_method(method)
+    if max_socp_size is not None:
+        max_socp_size = as_int(max_socp_size, "max_socp_size", low=0)
     loss, graph = prob.loss, prob.graph
     n = prob.n_users
     comp = graph.component_labels if graph.n_edges else np.arange(n)
