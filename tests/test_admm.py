@@ -204,7 +204,8 @@ def _reduced_case(d=8, k=60, seed=5):
 
 def test_the_reduced_hessian_product_is_the_hessians():
     """``reduced_hess_vec`` (the isotropic polish's CG) against the Hessian assembled by
-    ``reduced_grad_hess`` (the LU polish's), on a random point and direction."""
+    ``reduced_grad_hess`` (the LU polish's), on a random point and direction; without
+    Hessian storage ``reduced_grad_hess`` gives the same value and gradient."""
     from convexfl.solvers._common_kernels import reduced_grad_hess, reduced_hess_vec
 
     prob, _ = _reduced_case()
@@ -214,8 +215,14 @@ def test_the_reduced_hessian_product_is_the_hessians():
     cap = prob.lam * prob.graph.weights
     n = k * d
     Hd = np.empty((n, n))
-    reduced_grad_hess(*prob.loss.arrays, prob.graph.edges, cap, W, np.empty((k, d)), Hd,
-                      np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+    grad = np.empty((k, d))
+    val, _, rmin = reduced_grad_hess(*prob.loss.arrays, prob.graph.edges, cap, W, grad, Hd,
+                                     np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+    only = np.empty((k, d))  # no Hessian storage at all: the value and gradient alone
+    assert reduced_grad_hess(*prob.loss.arrays, prob.graph.edges, cap, W, only,
+                             np.empty((0, 0)), np.empty(0, np.int64), np.empty(0, np.int64),
+                             np.empty(0)) == (val, 0, rmin)
+    np.testing.assert_array_equal(only, grad)
     out = np.empty((k, d))
     reduced_hess_vec(prob.loss.arrays[3], prob.graph.edges, cap, W, V, out)
     np.testing.assert_allclose(out.ravel(), Hd @ V.ravel(), rtol=1e-12, atol=1e-12)

@@ -451,7 +451,7 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         if too_costly:  # leave it to the solver
             return labels, W, False, steps
         isotropic = not dense and arrays[0] == QUADRATIC and d > POLISH_ISOTROPIC_DIM
-        n_trip = 0 if dense else k * d * d + 4 * edges.shape[0] * d * d
+        n_trip = 0 if dense or isotropic else k * d * d + 4 * edges.shape[0] * d * d
         Hd = np.empty((n, n) if dense else (0, 0))
         rows = np.empty(n_trip, np.int64)
         cols = np.empty(n_trip, np.int64)

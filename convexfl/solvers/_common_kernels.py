@@ -67,13 +67,15 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
                       Hd, rows, cols, vals):
     """Value, gradient (into ``grad``) and Hessian of the smooth reduced objective
     ``Σ_k f_k(w_k) + Σ_e c_e ‖w_a − w_b‖`` at ``W``. The Hessian is written densely into
-    ``Hd`` when it has rows (shape (K·d, K·d)), else as COO triplets into rows/cols/vals.
+    ``Hd`` when it has rows (shape (K·d, K·d)), else as COO triplets into rows/cols/vals,
+    and not at all when those are empty too (the gradient only).
 
     Returns ``(value, n_triplets, min_distance)``. The Hessian has the users' d×d blocks
     and, per edge, ``(c_e/r)(I − ûûᵀ)`` on the diagonal blocks and its negative off them.
     """
     k, d = W.shape
     dense = Hd.shape[0] > 0
+    hess = dense or rows.shape[0] > 0
     g = np.empty(d)
     H = np.empty((d, d))
     Hd[:, :] = 0.0
@@ -84,7 +86,7 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
                                       g, H)
         for a in range(d):
             grad[c, a] = g[a]
-            for b in range(d):
+            for b in range(d if hess else 0):
                 nt = _hess_add(dense, Hd, rows, cols, vals, nt, c * d + a, c * d + b, H[a, b])
     rmin = np.inf
     u = np.empty(d)
@@ -101,6 +103,8 @@ def reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W
             u[a] /= r
             grad[i, a] += cap[e] * u[a]
             grad[j, a] -= cap[e] * u[a]
+        if not hess:
+            continue
         s = cap[e] / r
         for a in range(d):
             for b in range(d):
