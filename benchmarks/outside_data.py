@@ -41,6 +41,19 @@ def load(name):
     return frame.select_dtypes("number").dropna().to_numpy(float)
 
 
+def _known(name):
+    source, _, key = name.partition(":")
+    if source == "sk":
+        import sklearn.datasets
+
+        return callable(getattr(sklearn.datasets, "load_" + key, None))
+    if source == "sm":
+        import statsmodels.api as sm
+
+        return hasattr(getattr(sm.datasets, key, None), "load_pandas")
+    return False
+
+
 def row(name):
     X = load(name)
     start = time.perf_counter()
@@ -73,9 +86,14 @@ def main(argv=None):
     ap.add_argument("--sets", default=",".join(SETS),
                     help="comma-separated sk:<name> / sm:<name> (default: all of SETS)")
     a = ap.parse_args(argv)
+    names = [s.strip() for s in a.sets.split(",") if s.strip()]
+    unknown = [n for n in names if not _known(n)]
+    if unknown or not names:
+        ap.error(f"--sets: unknown {unknown}; expected sk:<sklearn.datasets load_ name> or "
+                 "sm:<statsmodels.datasets name>, e.g. sk:iris,sm:fair")
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
+    for name in names:
         print(f"[benchmarks] {name}", flush=True)
         rows.append(row(name))
         with open(os.path.join(a.out, "outside_data.json"), "w") as fh:
