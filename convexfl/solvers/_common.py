@@ -69,7 +69,8 @@ SMALL_NEWTON = 300  # reduced Newton systems this small are dense and cheap at a
 # are solved by CG preconditioned with the isotropic (C + L_w̃) ⊗ I (polish): ConvexClustering()
 # on 5-Gaussian mixtures, N = 600 (centres 2·N(0, I), noise 0.7, seed 0), two rounds, with
 # the LU → the isotropic CG: d = 4 16.1–16.9 → 13.0–15.5 s, d = 6 14.0–15.9 → 5.8–7.8 s,
-# d = 8 15.9–16.6 → 6.5–7.8 s (same K and λ, every path λ certified); d ≤ 3 not measured
+# d = 8 15.9–16.6 → 6.5–7.8 s (same K and λ, every path λ certified); but d = 3 11.3–11.6 →
+# 14.4–14.9 s, so d ≤ 3 keeps the LU
 POLISH_ISOTROPIC_DIM = 3
 POLISH_CG_MAX = 200  # ...in at most this many CG iterations per Newton step
 POLISH_STEPS = 30  # Newton steps the polishes during the iterations may take at first...
