@@ -103,6 +103,9 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
         Certified KKT residual of every solve.
     n_lambdas : int, default=30
         Grid size of the path (when ``lam`` is not given).
+    verbose : bool, default=False
+        A progress bar over the path's λ (tqdm, on stderr); long fits (digits, 1797 × 64:
+        over a minute) are otherwise silent.
 
     Attributes
     ----------
@@ -125,7 +128,7 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, lam=None, *, n_clusters=None, graph="knn", k=10, phi=None,
-                 method="auto", tol=1e-6, n_lambdas=30):
+                 method="auto", tol=1e-6, n_lambdas=30, verbose=False):
         self.lam = lam
         self.n_clusters = n_clusters
         self.graph = graph
@@ -134,6 +137,7 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
         self.method = method
         self.tol = tol
         self.n_lambdas = n_lambdas
+        self.verbose = verbose
 
     def fit(self, X, y=None):
         """Cluster the rows of ``X`` (``y`` is ignored)."""
@@ -162,10 +166,12 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
         from .path import son_path
 
         n_lambdas = as_int(self.n_lambdas, "n_lambdas", low=3)
+        if not isinstance(self.verbose, (bool, np.bool_)):
+            raise TypeError(f"verbose: expected True or False, got {self.verbose!r}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # non-monotone notes: in path_.meta
             self.path_ = son_path(prob, n_lambdas=n_lambdas, method=self.method, tol=self.tol,
-                                  progress=False)
+                                  progress=bool(self.verbose))
         counts, lams = self.path_.n_clusters, self.path_.lambdas
         if self.n_clusters is None:
             return _most_persistent(counts, lams, prob.n_users)

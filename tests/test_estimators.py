@@ -57,6 +57,8 @@ def test_bad_parameters_are_refused_by_name():
         ConvexClustering(lam=-1.0).fit(A)
     with pytest.raises(ValueError, match="^graph"):
         ConvexClustering(graph="star").fit(A)
+    with pytest.raises(TypeError, match="^verbose"):
+        ConvexClustering(verbose="yes").fit(A)
     with pytest.raises(ValueError, match="^loss"):
         SumOfNormsRegressor(loss="hinge").fit(A, A[:, 0])
     with pytest.raises(NotFittedError):
@@ -144,3 +146,12 @@ def test_grid_search_over_lambda_for_convex_clustering():
     search = GridSearchCV(ConvexClustering(graph="complete"), {"lam": [1e-4, 0.35, 1e3]},
                           scoring=ari, cv=KFold(3, shuffle=True, random_state=0)).fit(A, truth)
     assert search.best_params_["lam"] == 0.35 and search.best_score_ > 0.9
+
+
+def test_verbose_shows_the_paths_progress_and_is_silent_by_default(capsys):
+    A, _ = cfl.datasets.planted_points(3, 10, 2, separation=12.0, random_state=1)
+    ConvexClustering(k=8).fit(A)
+    assert capsys.readouterr().err == ""
+    loud = ConvexClustering(k=8, verbose=True).fit(A)
+    err = capsys.readouterr().err
+    assert f"{len(loud.path_.lambdas)}/{len(loud.path_.lambdas)}" in err
