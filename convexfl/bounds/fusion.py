@@ -312,6 +312,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
     gn = np.linalg.norm(G, axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         low = float(np.max(np.where(deg > 0, gn / np.where(deg > 0, deg, 1), 0.0)))
+    flow = None
     if graph.is_complete_uniform:
         up = _pairwise_max(G) / n
         up_note = "max_{i,j} ‖g_i − g_j‖ / N (the flow (g_j − g_i)/N)"
@@ -326,7 +327,7 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
               "balance_residual": balance, "n_components": graph.n_components,
               "graph": graph.kind, "method": "socp", "_flow": None if large else u}
     if large:
-        return _bracket(prob, G, inputs, low, bracket)
+        return _bracket(prob, G, inputs, low, bracket, flow)
     if not graph.is_connected:
         inputs["per_component"] = rho
         return Bound("fusion_threshold", "exact", math.inf, math.inf, inputs=inputs,
@@ -345,16 +346,18 @@ def fusion_threshold(prob: SumOfNorms, *, method: str = "cvxpy", solver_options=
                       "coincide iff λ ≥ value", related=related)
 
 
-def _bracket(prob, G, inputs, low, split_bracket):
+def _bracket(prob, G, inputs, low, split_bracket, u=None):
     """The :class:`Bound` ``[lower, upper]`` of :func:`fusion_threshold` without its SOCP:
     ``lower = max_i ‖g_i‖/deg_i`` and ``upper = max_e ‖u_e‖/w_e`` of the least-squares
     (potential) flow ``u`` routing ``−g`` (``inputs["_flow"]``: it certifies the fused
-    models for every ``λ ≥ upper``), narrowed by a split's ``(cut, up, u)`` when given."""
+    models for every ``λ ≥ upper``; computed here unless given), narrowed by a split's
+    ``(cut, up, u)`` when given."""
     from ..certificates import _potential_solver
 
     graph = prob.graph
     size = graph.n_edges * prob.dim
-    u = _potential_solver(prob.n_users, graph.edges, graph.weights)[0](G)
+    if u is None:
+        u = _potential_solver(prob.n_users, graph.edges, graph.weights)[0](G)
     up = float(np.max(np.linalg.norm(u, axis=1) / graph.weights))
     if split_bracket is not None:
         low = max(low, split_bracket[0])
