@@ -478,3 +478,34 @@ def test_a_warm_start_with_flows_starts_at_a_tenth_of_the_cold_sigma():
     assert cold.converged and warm.converged
     assert cfl.clusters.same_partition(warm.labels(), cold.labels())
     assert abs(warm.objective - cold.objective) <= 1e-8 * abs(cold.objective)
+
+
+def test_rounding_floor_needs_a_plateau_below_the_bound():
+    from convexfl.solvers.ssnal import EPS, ROUND_FLOOR, _at_rounding_floor
+
+    X = np.ones((4, 2))
+    bound = ROUND_FLOOR * EPS * 1e7 * 1.0 * np.sqrt(100)
+    below = 0.5 * bound
+    assert _at_rounding_floor([below, below, below], 1e7, X, 100)
+    assert not _at_rounding_floor([below, below], 1e7, X, 100)  # two steps at least
+    assert not _at_rounding_floor([4 * below, below, below], 1e7, X, 100)  # still halving
+    assert not _at_rounding_floor([4 * bound, 2 * bound, 2 * bound], 1e7, X, 100)  # above
+
+
+def test_tight_solves_do_not_spin_newton_at_the_rounding_floor(monkeypatch):
+    # make_moons n = 1200 at tol = 1e-9: once σ ≈ 4·10⁵, ‖∇ψ‖ cannot fall below rounding,
+    # and such subproblems ran all their 50 Newton steps; the answer is the same either way
+    from sklearn.datasets import make_moons
+
+    import convexfl.solvers.ssnal as ssnal
+
+    A, _ = make_moons(n_samples=1200, noise=0.1, random_state=0)
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10, phi=2.0), 0.05)
+    res = cfl.solve(prob, method="ssnal", tol=1e-9)
+    assert res.converged and res.kkt_residual <= 1e-9
+    assert max(res.history["newton"]) < 50
+    monkeypatch.setattr(ssnal, "_at_rounding_floor", lambda *args: False)
+    spun = cfl.solve(prob, method="ssnal", tol=1e-9)
+    assert max(spun.history["newton"]) == 50  # the instance does reach the floor
+    assert np.array_equal(spun.labels(), res.labels())
+    assert abs(spun.objective - res.objective) <= 1e-12 * abs(res.objective)
