@@ -600,7 +600,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
-            failed = proxy <= tol
+            kkts = hist["certified_kkt"]
+            failed = proxy <= tol and len(kkts) > 1 and kkts[-1] >= kkts[-2]
         if n >= COARSEN_MIN and run.coarsen(hist, outer, fused, X, Y):
             converged, stage = True, "coarsening"
             break
@@ -608,12 +609,12 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
         # only worsens the Newton systems' conditioning (profiled: σ → 1e8 with 50 Newton
         # steps × ~2000 CG iterations per outer iteration at N = 1000) -- or when a candidate
-        # failed its certificate with the proxy already below tol: the iterate is then near
-        # the answer but not near enough for its partition, and a larger σ converges faster
-        # (kNN10 mixture N = 1e4, λ = 1.7221 from the solution at 1.52: not certified in 200
-        # outer iterations, 187 s, σ held at 4.5e3 with the proxy at 1e-10 -> certified at the
-        # 55th, 126 s; λ = 1.3416 cold 49 -> 36 s; N = 5e4, λ = 0.3 75 s either way, 52 -> 31
-        # outer iterations; N = 2e4, λ = 0.3 13.0 -> 15.2 s, 30 -> 24)
+        # failed its certificate with the proxy already below tol and no better than the
+        # best before it: the iterate is then near the answer but not near enough for its
+        # partition, and a larger σ converges faster (kNN10 mixture N = 1e4, λ = 1.7221 from
+        # the solution at 1.52: not certified in 200 outer iterations, 187 s, σ held at 4.5e3
+        # with the proxy at 1e-10 -> certified; without the "no better" condition the
+        # make_moons n = 2e4 path lost ~2 s, 27.0 -> 29.2 s, in its repairs' reduced solves)
         if (eta_p > 0.3 * eta_p_prev and eta_p / scale > 1e-4 * tol) or failed:
             sigma = min(sigma * sigma_factor, sigma_max)
         eta_p_prev = eta_p
