@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import as_int, as_scalar
+from ..certificates import normalised
 from ..problems import Reduced
 from ._admm_kernels import admm_run
 from ._common import (
@@ -280,7 +281,7 @@ class _NumbaState:
         gres, gnorm = gradient_residual(arrays[0], *arrays[1:6], arrays[7], self.X,
                                         self.prob.graph.edges, self.flows())
         finite = bool(np.isfinite(r) and np.isfinite(s))
-        return r / max(xn, zn, 1e-300), s / max(un, 1e-300), gres / (1.0 + gnorm), finite
+        return r / max(xn, zn, 1e-300), s / max(un, 1e-300), normalised(gres, gnorm), finite
 
     def flows(self):
         return 0.5 * self.rho * (self.Ui - self.Uj)

@@ -53,6 +53,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import as_int, as_scalar
+from ..certificates import normalised
 from . import _pdmm_kernels
 from ._common import Run, check_bool, son_dispatch, user_minimisers
 from ._common_kernels import gradient_residual
@@ -254,7 +255,7 @@ def _solve_son(prob, *, tol, max_iter, rho, eta, eta_z, tau, nu, fraction, split
         gres, gnorm = gradient_residual(arrays[0], *arrays[1:6], arrays[7], X, graph.edges,
                                         flows)
         r, zn = pdmm_residuals(pa, pb, X, Z)
-        proxy = max(gres / (1.0 + gnorm), r / max(1.0, zn, float(np.linalg.norm(X))))
+        proxy = max(normalised(gres, gnorm), r / max(1.0, zn, float(np.linalg.norm(X))))
         hist["check_iter"].append(it)
         hist["kkt_proxy"].append(proxy)
         hist["n_frozen"].append(int(frozen.sum()))

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from .._flow_kernels import masked_components, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
-from ..certificates import PatternLU, factor_spd, repeated_solves
+from ..certificates import PatternLU, factor_spd, normalised, repeated_solves
 from ._common import COARSEN_MIN, Run, isotropic_matrix, pcg, son_dispatch
 from ._ssnal_kernels import (
     flush_sq,
@@ -522,7 +522,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     cg_total = 0
     for outer in range(1, max_iter + 1):
         gf_norm = float(np.linalg.norm(coef[:, None] * (X - A)))
-        tol_abs = tol * (1.0 + gf_norm)
+        scale = 1.0 / normalised(1.0, gf_norm)  # residuals over it are normalised
+        tol_abs = tol * scale
         n_newton = 0
         cg_here = 0
         stalled = False
@@ -531,7 +532,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             val = psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm)
             gnorm = float(np.linalg.norm(G))
             gnorms.append(gnorm)
-            if gnorm <= max(0.05 * tol_abs, min(eps_inner, 0.1 * (1 + gf_norm))) \
+            if gnorm <= max(0.05 * tol_abs, min(eps_inner, 0.1 * scale)) \
                     or n_newton >= max_newton or _at_rounding_floor(gnorms, sigma, X, m):
                 break
             if pre.solve is None or pre_sigma != sigma or pre.last_cg > pre.refactor_cg:
@@ -551,7 +552,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
                 return HV.copy()
 
-            rtol = min(1e-2, max(gnorm / (1 + gf_norm), 1e-10))
+            rtol = min(1e-2, max(normalised(gnorm, gf_norm), 1e-10))
             step, cg_it = pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
             pre.last_cg = cg_it
             cg_here += cg_it
@@ -577,7 +578,6 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         eta_p = float(np.linalg.norm(Y_new - Y)) / sigma
         Y = Y_new
         eta_d = gnorm
-        scale = 1.0 + gf_norm
         hist["iter"].append(outer)
         hist["sigma"].append(sigma)
         hist["eta_p"].append(eta_p / scale)

@@ -43,6 +43,7 @@ import contextlib
 
 import numpy as np
 
+from ..certificates import normalised
 from ._common import COARSEN_MIN, Run, son_dispatch
 from .admm import check_options, iterate, reduced_merges, solve_admm, start_point
 from .ssnal import check_loss
@@ -224,7 +225,7 @@ class _TorchState:
         r, s, xn, zn, un, gn, gres = torch.stack((r, s, xn, zn, un, gn, gres)).double().cpu()
         finite = bool(torch.isfinite(r) and torch.isfinite(s))
         return (float(r / max(xn, zn, 1e-300)), float(s / max(un, 1e-300)),
-                float(gres / (1.0 + gn)), finite)
+                float(normalised(gres, gn)), finite)
 
     def _flows(self):
         return 0.5 * self.rho * (self.U[0] - self.U[1])
