@@ -29,7 +29,8 @@ import numpy as np
 import convexfl as cfl
 from convexfl.solvers import _common
 
-from .versus import TOL, moons_instance
+from .path_regions import moons_problem
+from .versus import TOL
 
 KINDS = ("passes", "fails", "exact search")
 
@@ -107,15 +108,11 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=10,
                     help="the most expensive certificates listed (default 10)")
     args = ap.parse_args(argv)
-    if args.n < 20:
-        ap.error(f"--n: expected at least 20 points (the kNN graph has 15 neighbours), got "
-                 f"{args.n}")
     if args.rounds < 1:
         ap.error(f"--rounds: expected at least 1, got {args.rounds}")
     if args.top < 0:
         ap.error(f"--top: expected 0 or more, got {args.top}")
-    A, graph, lams = moons_instance(False, args.n)
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 1.0)
+    prob, lams = moons_problem(ap, args.n)
     capture(prob, lams[:3])  # warm-up (compilation)
     calls = capture(prob, lams)
     totals, seconds, certs = summary(calls, args.rounds)

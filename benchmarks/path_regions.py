@@ -46,19 +46,24 @@ def regions(path, lams):
     return out
 
 
+def moons_problem(ap, n):
+    """``(prob, lams)``: the (SON) problem of :func:`benchmarks.versus.moons_instance` at
+    ``n`` points and its 551 λ; ``ap`` (an ``argparse`` parser) refuses a bad ``--n``."""
+    if n < 20:
+        ap.error(f"--n: expected at least 20 points (the kNN graph has 15 neighbours), got {n}")
+    A, graph, lams = moons_instance(False, n)
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 1.0), lams
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.path_regions",
                                  description="the make_moons path's time by cluster count")
     ap.add_argument("--n", type=int, default=5000, help="points (default 5000)")
     ap.add_argument("--runs", type=int, default=3, help="paths timed (default 3)")
     args = ap.parse_args(argv)
-    if args.n < 20:
-        ap.error(f"--n: expected at least 20 points (the kNN graph has 15 neighbours), got "
-                 f"{args.n}")
     if args.runs < 1:
         ap.error(f"--runs: expected at least 1, got {args.runs}")
-    A, graph, lams = moons_instance(False, args.n)
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 1.0)
+    prob, lams = moons_problem(ap, args.n)
     run_path(prob, lams[:3])  # warm-up
     for _ in range(args.runs):
         wall, path = run_path(prob, lams)
