@@ -9,8 +9,8 @@ replays those calls in their order, ``rounds`` times, each round from an empty f
 cache (:func:`convexfl.certificates.clear_cache`), as in the path. It prints the replay's
 minimum and median time, split by the kind of question (a stopping test that passes, one
 that fails, an exact search for a repair's split: ``target`` None), and the ``top`` most
-expensive certificates with their λ (in the solvers' standard units), verdict and flow
-iterations.
+expensive certificates with their λ (the (SON) convention of the path's grid; the solvers
+certify in standard units, :mod:`convexfl.units`), verdict and flow iterations.
 
 Certificates are ~60 % of the n = 5000 path and half of the n = 2·10⁴ one
 (docs/solvers.md, "Against the peer CCMM"). Replayed, they are the same inputs every round,
@@ -28,6 +28,7 @@ import numpy as np
 
 import convexfl as cfl
 from convexfl.solvers import _common
+from convexfl.units import standardise
 
 from .path_regions import moons_problem
 from .versus import TOL
@@ -122,9 +123,10 @@ def main(argv=None) -> int:
                       for name in KINDS)
     print(f"n = {args.n}: {len(calls)} certificates, replayed in {totals.min():.3f} s (min of "
           f"{args.rounds}; median {np.median(totals):.3f} s) | {parts}", flush=True)
+    to_grid = prob.lam / standardise(prob)[1].lam  # the solvers' λ → the path's (SON) λ
     for i in np.argsort(-seconds)[:args.top]:
-        prob_i, _, options, _ = calls[i]
-        print(f"  {seconds[i] * 1e3:7.1f} ms  #{i}  λ = {prob_i.lam:.4g}  {kinds[i]:12s}  "
+        lam = calls[i][0].lam * to_grid
+        print(f"  {seconds[i] * 1e3:7.1f} ms  #{i}  λ = {lam:.4g}  {kinds[i]:12s}  "
               f"KKT {certs[i].kkt_residual:.2e}  {certs[i].flow_iterations} flow iterations",
               flush=True)
     return 0

@@ -53,3 +53,13 @@ def test_bad_arguments_are_refused_by_name(argv, name, capsys):
     with pytest.raises(SystemExit):
         cert_replay.main(argv)
     assert name in capsys.readouterr().err
+
+
+def test_the_listing_gives_the_path_s_lambda(capsys):
+    cert_replay.main(["--n", "60", "--rounds", "1", "--top", "3"])
+    out = capsys.readouterr().out
+    _, _, lams = moons_instance(False, 60)
+    listed = [float(line.split("λ = ")[1].split()[0]) for line in out.splitlines()[1:]]
+    assert len(listed) == 3
+    for lam in listed:  # on the grid (printed to 4 digits), not in the solvers' units
+        assert np.min(np.abs(lams - lam)) <= 5e-4 * max(lam, 1.0)
