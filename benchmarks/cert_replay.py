@@ -12,7 +12,7 @@ that fails, an exact search for a repair's split: ``target`` None), and the ``to
 expensive certificates with their λ (the (SON) convention of the path's grid; the solvers
 certify in standard units, :mod:`convexfl.units`), verdict and flow iterations.
 
-Certificates are ~60 % of the n = 5000 path and half of the n = 2·10⁴ one
+Certificates are about half of the n = 5000 path and of the n = 2·10⁴ one
 (docs/solvers.md, "Against the peer CCMM"). Replayed, they are the same inputs every round,
 so a change to the flow search can be compared on them with less of the machine's noise
 than a whole path has (the verdicts are checked against the path's own). No peer is run.
