@@ -276,6 +276,34 @@ def potential_step(u, phi, edges, cap):
 
 
 @njit(cache=True)
+def smooth_flows(R, u, edges, cap, n_sweeps):
+    """``n_sweeps`` passes of exact block coordinate descent on ``½‖R‖²``, ``R = G + Bᵀu``, over
+    the edges in their order, in place: edge ``e = (i, j)`` takes
+    ``u_e ← Π(u_e + (R_j − R_i)/2)``, the minimiser of ``‖R_i‖² + ‖R_j‖²`` over its own ball
+    ``‖u_e‖ ≤ c_e`` with the other flows fixed, and ``R_i``, ``R_j`` follow. No pass increases
+    ``‖R‖``; ``R`` is updated incrementally, so a caller that certifies recomputes it from
+    ``u``."""
+    d = R.shape[1]
+    for _ in range(n_sweeps):
+        for e in range(edges.shape[0]):
+            i = edges[e, 0]
+            j = edges[e, 1]
+            s = 0.0
+            for k in range(d):
+                x = u[e, k] + 0.5 * (R[j, k] - R[i, k])
+                s += x * x
+            f = 1.0
+            if s > cap[e] * cap[e]:
+                f = cap[e] / np.sqrt(s)
+            for k in range(d):
+                x = f * (u[e, k] + 0.5 * (R[j, k] - R[i, k]))
+                delta = x - u[e, k]
+                u[e, k] = x
+                R[i, k] += delta
+                R[j, k] -= delta
+
+
+@njit(cache=True)
 def put_rows(out, at, rows):
     """``out[at[r]] = rows[r]`` for every ``r`` (numpy's fancy row assignment is ~30× slower
     for a few columns)."""

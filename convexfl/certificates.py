@@ -459,15 +459,24 @@ class _PotentialFlow:
 
     def step(self, u, R, G):
         """One alternating-projection step from the flows ``u`` with residual ``R = G +
-        Bᵀu``: ``(v, R_v, ‖R_v‖²)``, ``v = Π(u + flow(R))`` (each row onto its capacity ball,
-        :func:`~convexfl._flow_kernels.potential_step`) and ``R_v = G + Bᵀv``."""
-        from ._flow_kernels import flow_residual, potential_step, sq_norm
+        Bᵀu``, then ``SMOOTH_SWEEPS`` passes of coordinate descent over the edges:
+        ``(v, R_v, ‖R_v‖²)``, ``v = S(Π(u + flow(R)))`` (each row onto its capacity ball,
+        :func:`~convexfl._flow_kernels.potential_step`; ``S`` the passes,
+        :func:`~convexfl._flow_kernels.smooth_flows`) and ``R_v = G + Bᵀv`` recomputed from
+        ``v``. The potential flow moves the excess across the whole component at once, but
+        its projection leaves a residual at the ends of every edge it clipped; the passes
+        spread that locally, each edge taking the best flow for its two ends."""
+        from ._flow_kernels import flow_residual, potential_step, smooth_flows, sq_norm
 
         v = potential_step(np.ascontiguousarray(u), self.phi(R), self.edges, self.cap)
         R_v = flow_residual(G, self.edges, v)
+        if SMOOTH_SWEEPS:
+            smooth_flows(R_v, v, self.edges, self.cap, SMOOTH_SWEEPS)
+            R_v = flow_residual(G, self.edges, v)
         return v, R_v, sq_norm(R_v)
 
 
+SMOOTH_SWEEPS = 3  # passes of coordinate descent after each potential step (docs/solvers.md)
 ANDERSON_MEMORY = 5  # past steps mixed by the alternating projections' acceleration
 
 

@@ -386,6 +386,32 @@ def test_split_dual_is_a_lower_bound_and_tight_at_the_least_residual(n, lam, see
         assert np.sqrt(2 * tight) >= upper * (1 - 1e-4) - 1e-9
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 10), st.floats(0.01, 2.0), st.integers(0, 2**32 - 1))
+def test_coordinate_passes_never_raise_the_residual_and_reach_its_minimum(n, lam, seed):
+    """``smooth_flows``: each pass keeps every flow within its capacity, keeps ``R`` the
+    residual of the flows, never raises ``‖R‖``, and many passes reach the least residual
+    (that of a flow search run to agreement)."""
+    from convexfl._flow_kernels import flow_residual, project_flows, smooth_flows
+    from convexfl.certificates import _min_residual
+
+    rng, edges, w, cap, G = _random_flow_problem(seed, n, lam, 0.7, 2, (0.1, 5.0))
+    if len(edges) == 0:
+        return
+    u = project_flows(rng.standard_normal((len(edges), 2)) * cap[:, None], cap)
+    R = flow_residual(G, edges, u)
+    last = np.linalg.norm(R)
+    for _ in range(5):
+        smooth_flows(R, u, edges, cap, 1)
+        assert np.all(np.linalg.norm(u, axis=1) <= cap * (1 + 1e-12))
+        np.testing.assert_allclose(R, flow_residual(G, edges, u), atol=1e-12 * (1 + last))
+        assert np.linalg.norm(R) <= last * (1 + 1e-12) + 1e-15
+        last = np.linalg.norm(R)
+    smooth_flows(R, u, edges, cap, 5000)
+    least = _min_residual(G, edges, w, lam, None, 1e-10, 50000)[0]
+    assert np.linalg.norm(flow_residual(G, edges, u)) <= least * (1 + 1e-3) + 1e-9
+
+
 def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
     from convexfl.certificates import _Anderson
 
@@ -435,10 +461,10 @@ def test_anderson_ring_buffer_is_the_least_squares_mixture_of_the_last_m_steps()
 @given(st.integers(3, 12), st.floats(0.05, 2.0), st.integers(0, 2**32 - 1))
 def test_fused_steps_are_the_steps_they_replace(n, lam, seed):
     """The one-pass alternating-projection step and the projected Anderson mixture give
-    what their separate passes give: ``Π(u + potential(R))`` and ``Π(t − ΔT γ)``, and the
-    residuals of those flows."""
-    from convexfl._flow_kernels import edge_flows, flow_residual, project_flows
-    from convexfl.certificates import _Anderson, _potential_solver
+    what their separate passes give: ``S(Π(u + potential(R)))`` (``S`` the coordinate
+    passes) and ``Π(t − ΔT γ)``, and the residuals of those flows."""
+    from convexfl._flow_kernels import edge_flows, flow_residual, project_flows, smooth_flows
+    from convexfl.certificates import SMOOTH_SWEEPS, _Anderson, _potential_solver
 
     rng, edges, w, cap, G = _random_flow_problem(seed, n, lam, 0.6, 2, (0.1, 5.0))
     if len(edges) == 0:
@@ -448,6 +474,7 @@ def test_fused_steps_are_the_steps_they_replace(n, lam, seed):
     R = flow_residual(G, edges, u)
     v, R_v, sq = flow.step(u, R, G)
     expected = project_flows(u + edge_flows(flow.phi(R), edges, cap), cap)
+    smooth_flows(flow_residual(G, edges, expected), expected, edges, cap, SMOOTH_SWEEPS)
     np.testing.assert_array_equal(v, expected)
     np.testing.assert_allclose(R_v, flow_residual(G, edges, expected), atol=1e-12)
     assert sq == pytest.approx(float(np.sum(R_v ** 2)), rel=1e-12, abs=1e-300)
@@ -477,7 +504,9 @@ def test_no_start_from_zero_flows_where_the_hints_are_close_everywhere(monkeypat
     step = certificates._PotentialFlow.step
     monkeypatch.setattr(certificates._PotentialFlow, "step",
                         lambda self, u, R, G_: starts.append(not np.any(u)) or step(self, u, R, G_))
-    for hint, from_zero in ((good, False), (np.zeros_like(good), True)):
+    noise = np.random.default_rng(0).standard_normal(good.shape)
+    saturated = noise / np.linalg.norm(noise, axis=1)[:, None] * lam * w[:, None]
+    for hint, from_zero in ((good, False), (saturated, True)):
         starts.clear()
         up, lo, _, _ = _min_residual(G, edges, w, lam, hint, 1e-9, 50000)
         assert any(starts[1:]) == from_zero  # the first step is the hint's own
