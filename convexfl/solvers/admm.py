@@ -140,15 +140,18 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None):
     (N = 3000, d = 3, 40 λ from 0.3 to 6, every λ certified), whose many-cluster λ ask for
     merges of reduced problems of up to 1471 super-users: 5000 iterations there took the
     merges 91 s of the path's 199 s, 1000 iterations 54.5 s of 177 s. ``warm``: a
-    candidate ``(X, flows)`` of ``prob`` (the certifier's last: the Newton polish of this
-    partition and its certificate's flows), from which ADMM starts: its cluster means and
+    candidate ``(X, flows)`` of ``prob`` (in a repair, the candidate whose clusters
+    ``labels`` split), from which the inner solve starts: its cluster means and
     its flows summed over each pair of clusters
     (:meth:`~convexfl.graphs.Graph.reduce_flows`, feasible for the reduced capacities).
     Measured on the make_moons n = 5000 path: see docs/solvers.md, "Partition repair".
 
-    SSNAL (larger reduced problems, quadratic loss) starts from cold, its certifier given
-    no merges either; a warm start from the candidate was slower (the n = 2·10⁴ repair of
-    λ = 0.2 below: 20.0 s instead of 15.8 s). ADMM's 1000 iterations leave their fusions
+    SSNAL (larger reduced problems, quadratic loss) runs with its certifier given no merges
+    either. It too starts from ``warm`` (since 2026-11-28, seventh session): on the
+    n = 2·10⁴ repair of λ = 0.2 its merges in rounds 2–4 took 0.43–0.56 s each instead of
+    0.88–0.92 s, and that λ 6.0–6.1 → 4.6 s (two runs each), the same partitions; once,
+    long before, a warm start had been slower there (20.0 s instead of 15.8 s, with
+    the SSNAL and repair of that day). ADMM's 1000 iterations leave their fusions
     inexact at those sizes: on the make_moons n = 2·10⁴ path the repair of λ = 0.2 (the
     ADMM stage's 1451 clusters → 1571) and of λ = 0.4 from λ = 0.2's solution (1571 →
     501) certify in 5 and 3 rounds with SSNAL's merges (1.4–2.0 s each at ~1600
@@ -176,19 +179,26 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None):
         from .ssnal import solve_ssnal
 
         inner = ssnal_son(red.inner, **dict(solve_ssnal.__kwdefaults__, tol=1e-9,
-                                            merges=None))
+                                            merges=None, **_reduced_start(prob, red, warm)))
     else:
-        opts = dict(solve_admm.__kwdefaults__, tol=1e-9, max_iter=MERGES_MAX_ITER,
-                    merges=None)
-        if warm is not None and warm[1] is not None:
-            X, flows = warm
-            opts.update(X0=cluster_means(X, red.labels, red.n_clusters),
-                        flows0=prob.graph.reduce_flows(red.labels, flows))
-        inner = _solve_son(red.inner, **opts)
+        inner = _solve_son(red.inner, **dict(solve_admm.__kwdefaults__, tol=1e-9,
+                                             max_iter=MERGES_MAX_ITER, merges=None,
+                                             **_reduced_start(prob, red, warm)))
     if not np.all(np.isfinite(inner.X)):
         return None, None
     merged = inner.labels()[red.labels]
     return merged, cluster_means(inner.X[red.labels], merged)
+
+
+def _reduced_start(prob, red, warm):
+    """The reduced problem's ``X0`` and ``flows0`` from a candidate ``warm = (X, flows)`` of
+    ``prob``: its cluster means and its flows summed over each pair of clusters
+    (:meth:`~convexfl.graphs.Graph.reduce_flows`); none without flows."""
+    if warm is None or warm[1] is None:
+        return {}
+    X, flows = warm
+    return {"X0": cluster_means(X, red.labels, red.n_clusters),
+            "flows0": prob.graph.reduce_flows(red.labels, flows)}
 
 
 def _solve_son(prob, *, tol, max_iter, rho, alpha, adaptive_rho, mu, tau_incr, polish,
