@@ -52,15 +52,32 @@ def test_repair_from_a_single_cluster_finds_the_certified_solution():
     assert abs(cert.objective - ref.objective) <= 1e-8 * abs(ref.objective)
 
 
-def test_merges_after_a_split_start_from_the_polished_candidate():
+@pytest.mark.parametrize("admm_max", [10**9, 0])  # the merges by ADMM, by SSNAL
+def test_merges_after_a_split_start_from_the_candidate_that_was_split(monkeypatch, admm_max):
     """The first round's merges are solved from the cluster means; every later round's
-    (a refinement after a split) from the polished candidate and its flows, and the answer
-    is the same certified solution."""
+    (a refinement after a split) from the candidate that was split and its flows, with no
+    Newton on the split partition before them (its pieces sit at one mean: Newton would
+    merge them back), by either inner solve; the answer is the same certified solution."""
+    from convexfl.solvers import _common
+
+    monkeypatch.setattr(_common, "MERGES_ADMM_MAX", admm_max)
     prob = mixture(600, 3.0)
-    calls = []
+    events, certified = [], []
+    polish = _common.polish
+    monkeypatch.setattr(_common, "polish", lambda p, labels, W0, **kw: (
+        events.append(("polish", int(labels.max()) + 1)) or polish(p, labels, W0, **kw)))
+    certify = Certifier._certify
+
+    def record(self, X, flows, target=None, **search):
+        cert = certify(self, X, flows, target, **search)
+        certified.append(X)
+        return cert
+
+    monkeypatch.setattr(Certifier, "_certify", record)
 
     def merges(p, labels, W, max_size=None, warm=None):
-        calls.append(warm is not None)
+        events.append(("merges", int(labels.max()) + 1,
+                       None if warm is None else any(warm[0] is X for X in certified)))
         return reduced_merges(p, labels, W, max_size, warm)
 
     certifier = Certifier(prob, 1e-6, polish=True, merges=merges)
@@ -68,7 +85,11 @@ def test_merges_after_a_split_start_from_the_polished_candidate():
     rounds = certifier.repair(one, cluster_means(prob.loss.F, one),
                               np.zeros((prob.graph.n_edges, prob.dim)))
     assert rounds >= 2 and certifier.best[0] <= 1e-6
-    assert len(calls) >= 2 and not calls[0] and all(calls[1:])
+    starts = [i for i, e in enumerate(events) if e[0] == "merges"]
+    assert len(starts) >= 2 and events[starts[0]][2] is None
+    for i in starts[1:]:
+        assert events[i][2] is True  # a candidate certified before: the one split
+        assert events[i - 1] != ("polish", events[i][1])  # no Newton on the split first
     ref = cfl.solve(prob, method="ssnal", tol=1e-9)
     assert abs(certifier.best[2].objective - ref.objective) <= 1e-8 * abs(ref.objective)
 
