@@ -412,6 +412,24 @@ def test_coordinate_passes_never_raise_the_residual_and_reach_its_minimum(n, lam
     assert np.linalg.norm(flow_residual(G, edges, u)) <= least * (1 + 1e-3) + 1e-9
 
 
+def test_one_coordinate_pass_is_not_the_least_residual_many_are():
+    """The control of the test above: on a path ``0 − 1 − 2`` with ``G = (1, 0, −1)`` and
+    ample capacities the least residual is 0 (flows of −1 on both edges), but one pass
+    leaves ``R = (½, −¼, −¼)``; the passes converge to it."""
+    from convexfl._flow_kernels import flow_residual, smooth_flows
+
+    edges = np.array([[0, 1], [1, 2]])
+    G = np.array([[1.0], [0.0], [-1.0]])
+    cap = np.full(2, 10.0)
+    u = np.zeros((2, 1))
+    R = flow_residual(G, edges, u)
+    smooth_flows(R, u, edges, cap, 1)
+    np.testing.assert_allclose(R.ravel(), [0.5, -0.25, -0.25])
+    smooth_flows(R, u, edges, cap, 200)
+    assert np.linalg.norm(flow_residual(G, edges, u)) < 1e-12
+    np.testing.assert_allclose(u.ravel(), [-1.0, -1.0])
+
+
 def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
     from convexfl.certificates import _Anderson
 
