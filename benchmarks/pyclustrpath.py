@@ -562,12 +562,18 @@ def _graph_check(A, proc):
 
 
 def run(*, src, out, rounds, sizes, problems=("mixture", "digits"), quick=False,
-        budget=PEER_BUDGET_S, long_s=LONG_S, src_commit=None):
+        budget=PEER_BUDGET_S, long_s=LONG_S, src_commit=None, devices=None):
+    """``devices``: where the torch contenders and PyClustrPath run (default: the CPU, and
+    CUDA where available); convexfl's numba rows always run on the CPU."""
     import torch
 
     t_start = time.perf_counter()
     os.makedirs(out, exist_ok=True)
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if devices is None:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if "cuda" in devices and not torch.cuda.is_available():
+        raise ValueError("devices: 'cuda' was asked for, but torch.cuda.is_available() is "
+                         "False")
     loaded = load_peer(src)
     peer, stubs = (None, []) if isinstance(loaded, str) else loaded
     if peer is None:
@@ -746,7 +752,15 @@ def main(argv=None):
                     help="its git commit, recorded in the JSON (default: git rev-parse in --src)")
     ap.add_argument("--quick", action="store_true",
                     help="mixture N = 500, digits at its few-cluster γ only, one round")
+    ap.add_argument("--devices", default=None,
+                    help="comma-separated subset of cpu,cuda for the torch contenders and "
+                    "PyClustrPath (default: cpu, and cuda where available)")
     a = ap.parse_args(argv)
+    devices = None
+    if a.devices is not None:
+        devices = [d.strip() for d in a.devices.split(",") if d.strip()]
+        if not devices or any(d not in ("cpu", "cuda") for d in devices):
+            ap.error(f"--devices: expected some of cpu,cuda, got {a.devices!r}")
     rounds = a.rounds if a.rounds is not None else 1 if a.quick else 2
     if rounds < 1:
         ap.error(f"--rounds: expected at least 1, got {rounds}")
@@ -761,7 +775,8 @@ def main(argv=None):
         ap.error(f"--sizes: expected comma-separated integers, got {a.sizes!r}")
     budget = a.peer_budget if a.peer_budget is not None else 2.0 if a.quick else PEER_BUDGET_S
     return run(src=a.src, out=a.out, rounds=rounds, sizes=sizes, problems=problems,
-               quick=a.quick, budget=budget, long_s=a.long, src_commit=a.src_commit)
+               quick=a.quick, budget=budget, long_s=a.long, src_commit=a.src_commit,
+               devices=devices)
 
 
 if __name__ == "__main__":

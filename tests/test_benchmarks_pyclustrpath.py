@@ -117,3 +117,16 @@ def test_an_unknown_problem_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as err:
         bench.main(["--problems", "mnist"])
     assert err.value.code == 2 and "--problems" in capsys.readouterr().err
+
+
+def test_an_unknown_device_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as err:
+        bench.main(["--devices", "tpu"])
+    assert err.value.code == 2 and "--devices" in capsys.readouterr().err
+
+
+def test_devices_choose_where_the_torch_rows_run(tmp_path):
+    rows = bench.main(["--problems", "mixture", "--sizes", "60", "--rounds", "1",
+                       "--devices", "cpu", "--out", str(tmp_path)])
+    torch_rows = [r for r in rows if "torch" in r["contender"]]
+    assert torch_rows and {r["device"] for r in torch_rows} == {"cpu"}

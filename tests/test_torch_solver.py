@@ -77,26 +77,51 @@ def test_other_solvers_warm_start_from_torch():
     assert again.converged and again.n_iter == 0
 
 
-def test_float32_certifies_or_says_why():
-    prob = _knn(60, 5, 1.0, 0)
+def test_float32_stall_polishes_first():
+    """Where float32 rounding stalls the residuals, the last candidate's polish comes first;
+    here it certifies, so no float64 iteration runs."""
+    prob = _knn(100, 5, 0.3, 1)
     sol = cfl.solve(prob, method="torch", dtype="float32", tol=TOL)
-    assert sol.history["dtype"] == "torch.float32"
-    if sol.converged:
-        assert sol.kkt_residual <= TOL
-        assert sol.X.dtype == np.float64
-    else:
-        assert "float32" in sol.message
+    assert sol.history["dtype"] == "torch.float32" and "float64_from" not in sol.history
+    assert sol.stage == "final polish" and "stalled" in sol.message
+    assert sol.X.dtype == np.float64
+    _same_answer(sol, cfl.solve(prob, method="ssnal", tol=TOL), prob)
 
 
-def test_float32_stall_stops_honestly():
-    """Without the polish, float32 rounding stops the residuals short of a certificate:
-    the run stops long before max_iter and says why."""
+def test_float32_refines_in_float64_where_it_stalls():
+    """Without the polish, the stalled float32 candidate does not certify; the iterations
+    go on in float64 from it and certify SSNAL's answer."""
     prob = _knn(100, 5, 0.3, 1)
     sol = cfl.solve(prob, method="torch", dtype=torch.float32, polish=False, tol=TOL)
+    switch = sol.history["float64_from"]
+    assert 0 < switch < sol.n_iter
+    assert sol.history["iter"][-1] == sol.n_iter and switch in sol.history["iter"]
+    _same_answer(sol, cfl.solve(prob, method="ssnal", tol=TOL), prob)
+
+
+def test_float32_refinement_counts_against_max_iter():
+    prob = _knn(100, 5, 0.3, 1)
+    sol = cfl.solve(prob, method="torch", dtype="float32", polish=False, tol=TOL,
+                    max_iter=1000)
+    assert sol.history["float64_from"] < sol.n_iter == 1000
+    assert not sol.converged and "iteration limit" in sol.message
+
+
+def test_float32_stall_without_refinement_stops_honestly():
+    """With ``refine=False`` (and no polish) float32 rounding stops the residuals short of
+    a certificate: the run stops long before max_iter and says why."""
+    prob = _knn(100, 5, 0.3, 1)
+    sol = cfl.solve(prob, method="torch", dtype=torch.float32, polish=False, refine=False,
+                    tol=TOL)
     assert not sol.converged
     assert sol.kkt_residual > TOL
-    assert "stalled" in sol.message and "float32" in sol.message
-    assert sol.n_iter < 20000
+    assert "stalled" in sol.message and "float32" in sol.message and "refine" in sol.message
+    assert sol.n_iter < 20000 and "float64_from" not in sol.history
+
+
+def test_refine_must_be_a_bool():
+    with pytest.raises(TypeError, match="refine"):
+        cfl.solve(_knn(20, 3, 1.0, 0), method="torch", refine="yes")
 
 
 def test_reduced_problem_and_closed_form():
@@ -146,10 +171,16 @@ def test_cuda_agrees_with_ssnal(dtype):
     ref = cfl.solve(prob, method="ssnal", tol=TOL)
     sol = cfl.solve(prob, method="torch", device="cuda", dtype=dtype, tol=TOL)
     assert sol.history["device"].startswith("cuda")
-    if dtype == "float64" or sol.converged:
-        _same_answer(sol, ref, prob)
-    else:
-        assert "float32" in sol.message
+    _same_answer(sol, ref, prob)
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA is not available")
+def test_cuda_float32_refines_in_float64_where_it_stalls():
+    prob = _knn(100, 5, 0.3, 1)
+    sol = cfl.solve(prob, method="torch", device="cuda", dtype="float32", polish=False,
+                    tol=TOL)
+    assert 0 < sol.history["float64_from"] < sol.n_iter
+    _same_answer(sol, cfl.solve(prob, method="ssnal", tol=TOL), prob)
 
 
 def _run(code):

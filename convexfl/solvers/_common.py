@@ -952,16 +952,22 @@ class Run:
             hist["coarsened_at"] = it
         return ok
 
+    def final_polish(self, last) -> bool:
+        """Certify the ``last`` candidate ``(fused, X, flows)`` of iterations that stopped
+        short, with a forced polish (when ``polish`` is True); True when it certifies."""
+        self.certifier(*last, force_polish=self.polish is True)
+        return self.certifier.best[0] <= self.tol
+
     def solution(self, last, *, converged, n_iter, history, stage="iterations", message="",
-                 unconverged_note=""):
+                 unconverged_note="", polished=False):
         """The :class:`Solution`. When the iterations did not converge, their ``last``
-        candidate ``(fused, X, flows)`` is first certified with a forced polish (``stage``
-        "final polish"), ``message`` defaulting to the iteration limit and followed by
-        ``unconverged_note`` if that does not certify either."""
+        candidate is first given the :meth:`final_polish` (``stage`` "final polish"; with
+        ``polished``, it was given it already), ``message`` defaulting to the iteration
+        limit and followed by ``unconverged_note`` if that does not certify either."""
         if not converged:
             stage = "final polish"
-            self.certifier(*last, force_polish=self.polish is True)
-            converged = self.certifier.best[0] <= self.tol
+            converged = (self.certifier.best[0] <= self.tol if polished
+                         else self.final_polish(last))
             message = message or f"iteration limit max_iter={self.max_iter} reached"
             if unconverged_note and not converged:
                 message += "; " + unconverged_note

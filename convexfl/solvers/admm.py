@@ -309,7 +309,7 @@ class _NumbaState:
 
 
 def iterate(run, state, *, check_every, adaptive_rho, mu, tau_incr, coarsen, warm,
-            record_objective=False, stall_iter=None):
+            record_objective=False, stall_iter=None, resume=None):
     """The ADMM outer loop, shared by the back-ends (numba here, torch in
     :mod:`convexfl.solvers.torch_admm`): ``state.step(n)`` runs ``n`` iterations and returns
     the relative primal and dual residuals, the stationarity proxy of the flows and whether
@@ -325,22 +325,27 @@ def iterate(run, state, *, check_every, adaptive_rho, mu, tau_incr, coarsen, war
     iteration 890 and was next checked at its limit, 5000); ρ is balanced while
     ``it < max_iter/2``. With ``stall_iter``, the loop also stops when the residuals have
     not improved by 10 % in that many iterations (rounding in reduced precision).
+    ``resume``: ``(n_iter, history)`` of earlier iterations of this run that this call goes
+    on from (counted against ``max_iter``; the trigger starts afresh).
 
     Returns ``(converged, n_iter, history, stage, message)``.
     """
     tol, max_iter = run.tol, run.max_iter
-    hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
-            "certified_kkt": []}
-    if record_objective:
-        hist["objective"] = []
+    if resume is None:
+        hist = {"iter": [], "r": [], "s": [], "rho": [], "kkt_proxy": [], "certify_at": [],
+                "certified_kkt": []}
+        if record_objective:
+            hist["objective"] = []
+        it = 0
+    else:
+        it, hist = resume
     trigger = max(1e-2, tol)
-    next_cert = 1 if warm else 0
+    next_cert = it + 1 if warm else it
     gap = 2 * check_every
-    it = 0
-    best, best_at = np.inf, 0
+    best, best_at = np.inf, it
     freeze_at = max_iter // 2
     while it < max_iter:
-        steps = 1 if (warm and it == 0) else min(check_every, max_iter - it)
+        steps = 1 if (warm and not hist["iter"]) else min(check_every, max_iter - it)
         r_rel, s_rel, proxy, finite = state.step(steps)
         it += steps
         hist["iter"].append(it)

@@ -28,9 +28,11 @@ float64 on the host whatever ``dtype`` the iterations use.
 
 ``dtype=torch.float32`` halves the memory traffic (and is much faster on most GPUs), but its
 rounding (``≈ 6e-8`` relative) limits how far the ADMM residuals can fall. The certificate
-does not depend on it (the polished candidate is float64), yet a run whose residuals stop
-improving for ``STALL_ITER`` iterations stops with ``converged=False`` and says so, rather
-than running to ``max_iter``; the last candidate still gets the final polish.
+does not depend on it (the polished candidate is float64). When the residuals stop
+improving for ``STALL_ITER`` iterations, the last candidate gets the final polish, and if
+that does not certify, the iterations go on in float64 from where they are (mixed
+precision, ``refine=True``, the default); with ``refine=False`` the run stops there with
+``converged=False`` and says so.
 
 Only the quadratic loss is supported; other losses raise
 :class:`~convexfl.solvers.IncompatibleLossError` (use ``method="admm"``). Needs the optional
@@ -44,7 +46,7 @@ import contextlib
 import numpy as np
 
 from ..certificates import normalised
-from ._common import COARSEN_MIN, Run, son_dispatch
+from ._common import COARSEN_MIN, Run, check_bool, son_dispatch
 from .admm import check_options, iterate, reduced_merges, solve_admm, start_point
 from .ssnal import check_loss
 
@@ -58,11 +60,12 @@ from .._devices import resolve_device
 
 __all__ = ["solve_torch", "STALL_ITER"]
 
-STALL_ITER = 1000  # reduced precision: stop after this many iterations without progress
+STALL_ITER = 300  # reduced precision: float64 (or stop) after this many iterations without progress
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-def solve_torch(prob, *, device="cpu", dtype=None, tol: float = 1e-6, max_iter: int = 20000,
+def solve_torch(prob, *, device="cpu", dtype=None, refine: bool = True, tol: float = 1e-6,
+                max_iter: int = 20000,
                 rho: float | None = None, alpha: float = 1.6, adaptive_rho: bool = True,
                 check_every: int = 10, polish: bool = True, X0=None, flows0=None,
                 warm_start=None):
@@ -75,6 +78,12 @@ def solve_torch(prob, *, device="cpu", dtype=None, tol: float = 1e-6, max_iter: 
         Where the iterates live (:func:`convexfl._devices.resolve_device`).
     dtype : {None, "float64", "float32"} or torch.dtype
         Precision of the iterations (default float64). The certificate is float64 always.
+    refine : bool
+        In reduced precision, when the residuals stall (``STALL_ITER`` iterations without a
+        10 % improvement), the last candidate gets the final polish; if that does not
+        certify, the iterations go on in float64 from where they are (default), within
+        ``max_iter`` in all (``history["float64_from"]``: the iteration of the switch).
+        False: stop there, with ``converged=False`` unless the polish certified.
     tol, max_iter : float, int
         The certified KKT target and the limit on ADMM iterations, as for every
         method (:mod:`convexfl.solvers`).
@@ -95,12 +104,13 @@ def solve_torch(prob, *, device="cpu", dtype=None, tol: float = 1e-6, max_iter: 
     """
     dev = resolve_device(device)
     dt = _dtype(dtype)
+    refine = check_bool(refine, "refine")
     defaults = solve_admm.__kwdefaults__
     rho, alpha, adaptive_rho, mu, tau_incr, check_every = check_options(
         rho, alpha, adaptive_rho, defaults["mu"], defaults["tau_incr"], check_every)
-    opts = dict(device=dev, dtype=dt, tol=tol, max_iter=max_iter, rho=rho, alpha=alpha,
-                adaptive_rho=adaptive_rho, mu=mu, tau_incr=tau_incr, check_every=check_every,
-                polish=polish, X0=X0, flows0=flows0, warm_start=warm_start)
+    opts = dict(device=dev, dtype=dt, refine=refine, tol=tol, max_iter=max_iter, rho=rho,
+                alpha=alpha, adaptive_rho=adaptive_rho, mu=mu, tau_incr=tau_incr,
+                check_every=check_every, polish=polish, X0=X0, flows0=flows0, warm_start=warm_start)
     with _cpu_threads(dev):
         return son_dispatch(prob, "torch", _solve_son, opts)
 
@@ -133,7 +143,7 @@ def _dtype(dtype):
                      f"got {dtype!r}")
 
 
-def _solve_son(prob, *, device, dtype, tol, max_iter, rho, alpha, adaptive_rho, mu,
+def _solve_son(prob, *, device, dtype, refine, tol, max_iter, rho, alpha, adaptive_rho, mu,
                tau_incr, check_every, polish, X0, flows0, warm_start):
     check_loss(prob.loss, "torch")
     run = Run(prob, "torch", merges=reduced_merges, tol=tol, max_iter=max_iter,
@@ -142,17 +152,26 @@ def _solve_son(prob, *, device, dtype, tol, max_iter, rho, alpha, adaptive_rho, 
     if done is not None:
         return done
     state = _TorchState(prob, run.X0, run.flows0, rho, alpha, device, dtype)
+    loop = dict(check_every=check_every, adaptive_rho=adaptive_rho, mu=mu, tau_incr=tau_incr,
+                coarsen=polish and prob.n_users >= COARSEN_MIN)
     converged, it, hist, stage, message = iterate(
-        run, state, check_every=check_every, adaptive_rho=adaptive_rho, mu=mu,
-        tau_incr=tau_incr, coarsen=polish and prob.n_users >= COARSEN_MIN,
-        warm=run.X0 is not None and run.flows0 is not None,
-        stall_iter=None if dtype == torch.float64 else STALL_ITER)
+        run, state, warm=run.X0 is not None and run.flows0 is not None,
+        stall_iter=None if dtype == torch.float64 else STALL_ITER, **loop)
+    polished = False
     if message.startswith("stalled"):
         message += f" in {str(dtype).removeprefix('torch.')}: its rounding limits the " \
-                   "iterations' accuracy; use dtype='float64'"
+                   "iterations' accuracy"
+        polished = run.final_polish(state.candidate())
+        if refine and not polished:
+            hist["float64_from"] = it
+            state.to_float64()
+            converged, it, hist, stage, message = iterate(run, state, warm=False,
+                                                          resume=(it, hist), **loop)
+        elif not polished:
+            message += "; use refine=True or dtype='float64'"
     hist["device"], hist["dtype"] = str(device), str(dtype)
     return run.solution(state.candidate(), converged=converged, n_iter=it, history=hist,
-                        stage=stage, message=message)
+                        stage=stage, message=message, polished=polished)
 
 
 class _TorchState:
@@ -166,27 +185,38 @@ class _TorchState:
     def __init__(self, prob, X0, flows0, rho, alpha, device, dtype):
         X, self.rho = start_point(prob, X0, rho)
         self.alpha = alpha
-        n, d, m = prob.n_users, prob.dim, prob.graph.n_edges
+        self.prob, self.device = prob, device
+        m, d = prob.graph.n_edges, prob.dim
         edges = prob.graph.edges
-        loss = prob.loss
-
-        def put(a):
-            return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
-
         self.shape = (2, m, d)
         self.nodes = torch.as_tensor(np.r_[edges[:, 0], edges[:, 1]], device=device)
-        self.cap = put(prob.lam * prob.graph.weights)
-        self.c = put(loss.coef)[:, None]
-        self.cA = put(loss.coef[:, None] * loss.F)
-        self.deg = put(np.bincount(edges.ravel(), minlength=n))[:, None]
-        self.X = put(X)
+        self._constants(dtype)
+        self.X = self._put(X)
         self.Z = self.X.index_select(0, self.nodes).view(self.shape)
         self.U = torch.zeros(self.shape, dtype=dtype, device=device)
         if flows0 is not None:
-            U0 = put(flows0 / self.rho)
+            U0 = self._put(flows0 / self.rho)
             self.U[0], self.U[1] = U0, -U0
         self.fused = torch.zeros(m, dtype=torch.bool, device=device)
+
+    def _put(self, a):
+        return torch.as_tensor(np.ascontiguousarray(a), dtype=self.dtype, device=self.device)
+
+    def _constants(self, dtype):
+        """The problem's data in ``dtype``, from its float64 arrays."""
+        self.dtype = dtype
+        prob, loss = self.prob, self.prob.loss
+        self.cap = self._put(prob.lam * prob.graph.weights)
+        self.c = self._put(loss.coef)[:, None]
+        self.cA = self._put(loss.coef[:, None] * loss.F)
+        self.deg = self._put(np.bincount(prob.graph.edges.ravel(), minlength=prob.n_users))
+        self.deg = self.deg[:, None]
         self._rho_terms()
+
+    def to_float64(self):
+        """Go on in float64 from the current iterates (the data re-read in float64)."""
+        self._constants(torch.float64)
+        self.X, self.Z, self.U = (t.to(torch.float64) for t in (self.X, self.Z, self.U))
 
     def _node_sum(self, V):
         """``Σ_{e∋i}`` of the stacked edge quantities ``V`` (2, E, d), per user."""
