@@ -188,7 +188,7 @@ def run(*, quick=False, out="benchmarks/results", sizes=None, max_iter=200, cont
     from .suite import warm_up
 
     os.makedirs(out, exist_ok=True)
-    warm_up()
+    warm_up(large=True)
     sizes = sizes or (QUICK_SIZES if quick else SIZES)
     todo = [(n, regime, lam) for n in sizes for regime, lam in LAMS.items()
             if regimes is None or regime in regimes]

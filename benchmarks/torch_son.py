@@ -131,7 +131,7 @@ def run(*, quick: bool, out: str, cases=CASES):
     import torch
 
     os.makedirs(out, exist_ok=True)
-    warm = warm_up() + _torch_warm_up()
+    warm = warm_up(large=not quick) + _torch_warm_up()
     meta = {"quick": quick, "rounds": 1 if quick else ROUNDS, "tol": TOL,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_count": os.cpu_count(),
             "torch": torch.__version__, "cuda": torch.cuda.is_available(),

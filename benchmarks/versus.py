@@ -308,7 +308,7 @@ def plot(rows, path):
 def run(*, quick: bool, out: str, cases=CASES):
     """Run the peer cases; write ``ccmm_results.json`` and ``ccmm_time_vs_n.png`` in ``out``."""
     os.makedirs(out, exist_ok=True)
-    warmup = warm_up()
+    warmup = warm_up(large=not quick)
     meta = {"quick": quick, "rounds": ROUNDS, "tol": TOL, "ccmm": CCMM,
             "ccmm_installed": have_ccmm(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "cpu_count": os.cpu_count(), "jit_warmup_s": warmup}

@@ -23,7 +23,7 @@ def test_known_names_select_rows(monkeypatch, tmp_path):
                         lambda n, regime, lam, max_iter, contenders: seen.append(
                             (n, regime, lam, tuple(contenders))) or [])
     monkeypatch.setattr(large_knn, "plot", lambda rows, path: None)
-    monkeypatch.setattr("benchmarks.suite.warm_up", lambda: None)
+    monkeypatch.setattr("benchmarks.suite.warm_up", lambda **_: None)
     large_knn.main(["--sizes", "100,200", "--regimes", "many clusters",
                     "--contenders", "ssnal sparsified,auto", "--out", str(tmp_path)])
     assert seen == [(100, "many clusters", 0.03, ("ssnal sparsified", "auto")),
