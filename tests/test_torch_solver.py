@@ -216,3 +216,14 @@ def test_benchmark_case_runs(monkeypatch, tmp_path):
     assert all(r["certified"] and r["kkt"] <= TOL for r in rows if "f32" not in r["contender"])
     assert (tmp_path / "torch_results.json").exists()
     assert (tmp_path / "torch_time_vs_n.png").exists()
+
+
+def test_a_stalled_run_certified_without_polish_says_so():
+    """With ``polish=False`` no Newton step runs after the stall: where the last candidate
+    certifies as it is, the message says that, not that a polish made it."""
+    prob = _knn(60, 5, 1.0, 0)
+    sol = cfl.solve(prob, method="torch", dtype="float32", polish=False, refine=False,
+                    tol=TOL)
+    assert sol.converged and sol.stage == "final polish"
+    assert "stalled" in sol.message and "the last candidate" in sol.message
+    assert "Newton" not in sol.message

@@ -973,7 +973,9 @@ class Run:
                 message += "; " + unconverged_note
         return _solution(self.prob, self.certifier, converged=converged, n_iter=n_iter,
                          time_s=time.perf_counter() - self.start, method=self.method,
-                         message=message, history=history, stage=stage)
+                         message=message, history=history, stage=stage,
+                         final=("the final Newton polish of the last partition"
+                                if self.polish is True else "the last candidate"))
 
 
 def repair(prob: SumOfNorms, start: Solution, *, merges, tol, rounds=None):
@@ -1001,17 +1003,17 @@ def repair(prob: SumOfNorms, start: Solution, *, merges, tol, rounds=None):
 
 
 def _solution(prob: SumOfNorms, certifier: Certifier, *, converged, n_iter, time_s, method,
-              message, history, stage="iterations"):
+              message, history, stage="iterations", final=None):
     """The :class:`Solution` of the certifier's best candidate. With ``stage="final
-    polish"`` the ``message`` (why the iterations stopped) is kept even when the polish
-    certified the answer, followed by that fact."""
+    polish"`` the ``message`` (why the iterations stopped) is kept even when the answer
+    certified then, followed by that fact and where the answer came from (``final``)."""
     kkt, X, cert, flows, ftol = certifier.best
     converged = bool(converged and kkt <= certifier.tol)
     if not converged and not message:
         message = (f"certified KKT residual {kkt:.2e} above tol={certifier.tol:.1e}")
     if converged and stage == "final polish":
-        message = (f"{message}; the answer comes from the final Newton polish of the last "
-                   f"partition, certified to {kkt:.2e} ≤ tol={certifier.tol:.1e}")
+        message = (f"{message}; the answer comes from {final}, certified to {kkt:.2e} ≤ "
+                   f"tol={certifier.tol:.1e}")
     elif converged:
         message = ""
     history["time_certify_s"] = certifier.time
