@@ -445,3 +445,34 @@ def ldl_solve(Lp, Li, Lx, D, perm, b):
     for i in range(n):
         out[i] = y[perm[i]]
     return out
+
+
+@njit(cache=True)
+def ldl_solve_rows(Lp, Li, Lx, D, perm, B):
+    """:func:`ldl_solve` for a block of right-hand sides ``B`` (n, m), row-major: each entry
+    of ``L`` updates a whole row of ``m`` values, read contiguously."""
+    n, m = B.shape
+    Y = np.empty((n, m))
+    for i in range(n):
+        Y[perm[i]] = B[i]
+    for j in range(n):
+        for q in range(Lp[j], Lp[j + 1]):
+            r = Li[q]
+            if r > j:
+                a = Lx[q]
+                for c in range(m):
+                    Y[r, c] -= a * Y[j, c]
+    for j in range(n - 1, -1, -1):
+        inv = 1.0 / D[j]
+        for c in range(m):
+            Y[j, c] *= inv
+        for q in range(Lp[j], Lp[j + 1]):
+            r = Li[q]
+            if r > j:
+                a = Lx[q]
+                for c in range(m):
+                    Y[j, c] -= a * Y[r, c]
+    out = np.empty((n, m))
+    for i in range(n):
+        out[i] = Y[perm[i]]
+    return out

@@ -247,10 +247,15 @@ def factor_spd(M, *, ordered=False):
                 diag_pivot_thresh=0.0, options={"SymmetricMode": True})
 
 
+ROWS_SOLVE_MIN = 8  # right-hand sides from which a block is solved by ldl_solve_rows
+
+
 def repeated_solves(lu):
-    """``b ↦ M⁻¹ b`` (``b`` one vector) for a factor of :func:`factor_spd` that will solve
-    many times (a preconditioner): the first solve is SuperLU's own; from the second on,
-    ``M = Pᵀ L D Lᵀ P`` (with no pivoting ``U = D Lᵀ``, up to rounding) is solved by
+    """``b ↦ M⁻¹ b`` (``b`` one vector, or a block (n, m)) for a factor of
+    :func:`factor_spd` that will solve many times (a preconditioner).
+
+    One vector: the first solve is SuperLU's own; from the second on, ``M = Pᵀ L D Lᵀ P``
+    (with no pivoting ``U = D Lᵀ``, up to rounding) is solved by
     :func:`~convexfl._flow_kernels.ldl_solve`, which reads ``L`` twice where SuperLU reads
     ``L`` and ``U`` in small supernodes. Measured on an SSNAL preconditioner (kNN10 N = 2·10⁴,
     d = 3, λ = 0.3: 6·10⁴ unknowns, 0.85 M non-zeros in ``L``): 8.6 → 4.7 ms per solve;
@@ -258,23 +263,38 @@ def repeated_solves(lu):
     keeps SuperLU's solve. So do the denser factors of the whole Hessian (:class:`PatternLU`,
     SSNAL's ``"hessian"`` kind), whose supernodes are large: make_moons kNN 15, d = 2,
     random anisotropic blocks, n = 5000 (68 non-zeros per column of ``L``) SuperLU 2.8 ms
-    against 3.4 ms, n = 2·10⁴ (97 per column) 16.1 against 20.6 ms."""
-    from ._flow_kernels import ldl_solve
+    against 3.4 ms, n = 2·10⁴ (97 per column) 16.1 against 20.6 ms.
+
+    A block of at least ``ROWS_SOLVE_MIN`` columns (the isotropic ``C + L_w`` of every
+    coordinate at once) is solved by :func:`~convexfl._flow_kernels.ldl_solve_rows`, SuperLU
+    below. Measured on ``C + L_w`` of kNN10 graphs (2026-11-28; SuperLU → rows, ms per
+    solve): digits, N = 1797, 64 columns 8.9 → 3.1, 16 columns 1.8 → 1.0, 8 columns
+    0.96 → 0.83, 3 columns 0.41 → 0.82; a mixture of N = 2·10⁴, 64 columns 207 → 78,
+    8 columns 29 → 25, 3 columns 12 → 23."""
+    from ._flow_kernels import ldl_solve, ldl_solve_rows
 
     if not np.array_equal(lu.perm_r, lu.perm_c):
         return lu.solve
     first = True
-    ldl = None  # L's CSC arrays, diag(U) and the ordering, taken out at the second solve
+    ldl = None  # L's CSC arrays, diag(U) and the ordering, taken out when first needed
 
-    def solve(b):
-        nonlocal first, ldl
-        if first:
-            first = False
-            return lu.solve(b)
+    def factors():
+        nonlocal ldl
         if ldl is None:
             L = lu.L
             ldl = (L.indptr, L.indices, L.data, lu.U.diagonal(), lu.perm_c)
-        return ldl_solve(*ldl, np.ascontiguousarray(b, dtype=float))
+        return ldl
+
+    def solve(b):
+        nonlocal first
+        if b.ndim == 2:
+            if b.shape[1] < ROWS_SOLVE_MIN:
+                return lu.solve(b)
+            return ldl_solve_rows(*factors(), np.ascontiguousarray(b, dtype=float))
+        if first:
+            first = False
+            return lu.solve(b)
+        return ldl_solve(*factors(), np.ascontiguousarray(b, dtype=float))
 
     return solve
 

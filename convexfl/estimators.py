@@ -105,7 +105,7 @@ class ConvexClustering(ClusterMixin, BaseEstimator):
         Grid size of the path (when ``lam`` is not given).
     verbose : bool, default=False
         A progress bar over the path's λ (tqdm, on stderr); long fits (digits, 1797 × 64:
-        over a minute) are otherwise silent.
+        ~50 s on a 2-core machine) are otherwise silent.
 
     Attributes
     ----------

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from .._flow_kernels import project_flows, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
-from ..certificates import PatternLU, factor_spd, kkt_residual
+from ..certificates import PatternLU, factor_spd, kkt_residual, repeated_solves
 from ..clusters import components
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
@@ -351,7 +351,7 @@ def _isotropic_newton_step(coef, edges, cap, W, grad, rtol):
     missing direction restored, so ``C ⊗ I ⪯ H ⪯ M``, and ``M`` factorises on the ``K``
     clusters alone (its LU does not grow with ``d²`` as the Hessian's does)."""
     dist = np.linalg.norm(W[edges[:, 0]] - W[edges[:, 1]], axis=1)
-    solve = factor_spd(isotropic_matrix(coef, edges, cap / dist, W.shape[0])).solve
+    solve = repeated_solves(factor_spd(isotropic_matrix(coef, edges, cap / dist, W.shape[0])))
     out = np.empty_like(W)
 
     def matvec(V):

@@ -285,7 +285,8 @@ class _Precond:
             self.solve = lambda R: sla.cho_solve(cf, R, check_finite=False)
         else:
             M = self._isotropic(w)
-            self.solve = (factor_spd(M).solve if self.fallback == "lu" else _vcycle(M))
+            self.solve = (repeated_solves(factor_spd(M)) if self.fallback == "lu"
+                          else _vcycle(M))
         self.time += time.perf_counter() - start
 
     def _isotropic(self, w):
@@ -398,7 +399,7 @@ class _Precond:
         small = ~big
         lu = repeated_solves(factor_spd(self._sparsified(blocks, keep, users=small)))
         M = self._isotropic(wts)[big][:, big]
-        iso = factor_spd(M).solve if big.sum() < AMG_MIN else _vcycle(M)
+        iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else _vcycle(M)
 
         def solve(R):
             out = np.empty_like(R)
