@@ -65,10 +65,9 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def solve_torch(prob, *, device="cpu", dtype=None, refine: bool = True, tol: float = 1e-6,
-                max_iter: int = 20000,
-                rho: float | None = None, alpha: float = 1.6, adaptive_rho: bool = True,
-                check_every: int = 10, polish: bool = True, X0=None, flows0=None,
-                warm_start=None):
+                max_iter: int = 20000, rho: float | None = None, alpha: float = 1.6,
+                adaptive_rho: bool = True, check_every: int = 10, polish: bool = True,
+                X0=None, flows0=None, warm_start=None):
     """Solve quadratic-loss (SON) (convex clustering) by network-lasso ADMM in PyTorch.
 
     Parameters
