@@ -130,3 +130,12 @@ def test_devices_choose_where_the_torch_rows_run(tmp_path):
                        "--devices", "cpu", "--out", str(tmp_path)])
     torch_rows = [r for r in rows if "torch" in r["contender"]]
     assert torch_rows and {r["device"] for r in torch_rows} == {"cpu"}
+
+
+def test_cuda_asked_for_without_cuda_is_an_error(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the error raised without CUDA")
+    with pytest.raises(ValueError, match="devices: 'cuda'"):
+        bench.main(["--problems", "mixture", "--sizes", "60", "--devices", "cuda",
+                    "--out", str(tmp_path)])
