@@ -476,3 +476,4 @@ def ldl_solve_rows(Lp, Li, Lx, D, perm, B):
     for i in range(n):
         out[i] = Y[perm[i]]
     return out
+

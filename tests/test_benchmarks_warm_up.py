@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-LARGE_ONLY = ["convexfl._flow_kernels.ldl_solve", "convexfl._flow_kernels.split_dual",
+LARGE_ONLY = ["convexfl._flow_kernels.split_dual",
               "convexfl.solvers._ssnal_kernels.hess_blocks",
               "convexfl.solvers._ssnal_kernels.sparsified_csc"]
 

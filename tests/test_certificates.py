@@ -255,6 +255,52 @@ def test_repeated_solves_of_blocks_are_the_lu_solves(n, m, decades, seed):
         assert np.linalg.norm(M @ X - B) <= 1e-9 * sp.linalg.norm(M) * np.linalg.norm(X)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(20, 120), st.integers(1, 3), st.floats(-2.0, 8.0), st.integers(0, 2**32 - 1))
+def test_pattern_ldl_solves_and_reanalyses_only_new_patterns(n, d, decades, seed):
+    """``PatternLDL`` (SSNAL's sparsified Hessians, given by their upper triangles) solves
+    each matrix to rounding, with edge blocks over up to ten decades; a matrix with the last
+    one's pattern is only refactorised (its values changed, its ordering kept), and one with
+    another pattern is analysed anew."""
+    import scipy.sparse as sp
+
+    from convexfl.certificates import PatternLDL
+
+    rng = np.random.default_rng(seed)
+    edges = cfl.graphs.knn(rng.standard_normal((n, 3)), 5, warn_disconnected=False).edges
+    fewer = edges[rng.random(len(edges)) < 0.5]
+    ldl = PatternLDL()
+    for k, (es, analysed) in enumerate([(edges, 1), (edges, 1), (fewer, 2), (fewer, 2)]):
+        scales = 10.0 ** rng.uniform(-2, decades, len(es))
+        H = _anisotropic_hessian(es, n, d, scales, rng)
+        lap = np.zeros((n, n))  # an isotropic part too, so that no edge block is zero (d = 1)
+        np.add.at(lap, (es[:, 0], es[:, 1]), -0.1 * scales)
+        lap += lap.T
+        lap[np.diag_indices(n)] = -lap.sum(axis=1)
+        H += np.kron(lap, np.eye(d))
+        solve = ldl.factor(sp.triu(sp.csc_matrix(H), format="csc"))
+        assert ldl.n_analysed == analysed, k
+        b = rng.standard_normal(n * d)
+        x = solve(b)
+        assert np.linalg.norm(H @ x - b) <= 1e-9 * np.linalg.norm(H) * np.linalg.norm(x)
+
+
+def test_pattern_ldl_reads_the_upper_triangle_only():
+    """The control of the test above: the lower triangle is not read (a matrix whose lower
+    triangle is garbage solves as its symmetric upper part), so a full matrix given by
+    mistake would not be caught by the solves alone, and callers pass ``triu``."""
+    import scipy.sparse as sp
+
+    from convexfl.certificates import PatternLDL
+
+    S = np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 2.0], [0.0, 2.0, 5.0]])
+    garbage = np.triu(S) + np.tril(np.full((3, 3), 7.0), -1)
+    b = np.array([1.0, 2.0, 3.0])
+    x = PatternLDL().factor(sp.triu(sp.csc_matrix(garbage), format="csc"))(b)
+    np.testing.assert_allclose(S @ x, b, atol=1e-12)
+    assert not np.allclose(garbage @ x, b, atol=1e-3)
+
+
 def test_blocks_are_solved_by_ldl_from_rows_solve_min_columns():
     """The control of the test above: on a non-symmetric matrix factored without pivoting
     (``U ≠ D Lᵀ``) a block of ``ROWS_SOLVE_MIN`` columns, solved by ``L D Lᵀ``, is wrong,

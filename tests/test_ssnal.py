@@ -297,8 +297,9 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
 def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
     """The sparsified Hessian's CSC is ``C ⊗ I + Σ_e`` (its blocks ``B_e`` on the diagonal
     blocks of both ends) with ``−B_e`` off the diagonal for the kept edges only, its rows
-    sorted; restricted to a set of users no kept edge leaves, it is that matrix's block on
-    them. A kept edge that leaves the set is refused."""
+    sorted, and its upper triangle (``upper=True``) that of the dense matrix; restricted to
+    a set of users no kept edge leaves, it is that matrix's block on them. A kept edge that
+    leaves the set is refused."""
     from convexfl._flow_kernels import masked_components
     from convexfl.solvers.ssnal import _Precond
 
@@ -319,11 +320,16 @@ def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
     M = pre._sparsified(blocks, keep)
     assert M.has_sorted_indices
     np.testing.assert_allclose(M.toarray(), dense, atol=1e-12)
+    U = pre._sparsified(blocks, keep, upper=True)
+    assert U.has_sorted_indices and U.nnz == (M.nnz + n * d) // 2
+    np.testing.assert_allclose(U.toarray(), np.triu(dense), atol=1e-12)
     comp = masked_components(n, edges, keep)[0]
     users = comp == comp[rng.integers(n)]  # a component of the kept edges
     rows = (np.flatnonzero(users)[:, None] * d + np.arange(d)).ravel()
     np.testing.assert_allclose(pre._sparsified(blocks, keep, users=users).toarray(),
                                dense[np.ix_(rows, rows)], atol=1e-12)
+    np.testing.assert_allclose(pre._sparsified(blocks, keep, users=users, upper=True).toarray(),
+                               np.triu(dense[np.ix_(rows, rows)]), atol=1e-12)
     outside = np.flatnonzero(~users)
     if outside.size:  # one more kept edge, from the component to a user outside it
         leaving = np.r_[edges, [np.sort([np.flatnonzero(users)[0], outside[0]])]]

@@ -206,12 +206,12 @@ def hess_blocks(edges, cap, P, tnorm, sigma, out):
 
 
 @njit(cache=True)
-def sparsified_csc(coef, edges, blocks, keep, index, k):
+def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
     """``(indptr, indices, data)``: the CSC (rows sorted) of the Hessian ``C ⊗ I + Σ_e
     (a_e a_eᵀ) ⊗ B_e`` with the off-diagonal blocks ``−B_e`` of the edges outside ``keep``
     dropped and every diagonal block kept, on the users with ``index ≥ 0`` (renumbered
     ``index``, ``k`` of them; no kept edge may join one of them to another user). ``k d``
-    unknowns, user-major."""
+    unknowns, user-major; with ``upper``, only the upper triangle (diagonal included)."""
     n = coef.shape[0]
     m, d = blocks.shape[0], blocks.shape[1]
     diag = np.zeros((k, d, d))
@@ -243,14 +243,7 @@ def sparsified_csc(coef, edges, blocks, keep, index, k):
                 fill[iu] += 1
                 nbr[fill[iv]], via[fill[iv]] = iu, e
                 fill[iv] += 1
-    indptr = np.empty(k * d + 1, np.int32)  # SuperLU's index type
-    indptr[0] = 0
-    for u in range(k):
-        width = d * (start[u + 1] - start[u] + 1)
-        for b in range(d):
-            indptr[u * d + b + 1] = indptr[u * d + b] + width
-    indices = np.empty(indptr[k * d], np.int32)
-    data = np.empty(indptr[k * d])
+    below = np.zeros(k, np.int64)  # neighbours numbered below each user
     for u in range(k):
         lo, hi = start[u], start[u + 1]
         for r in range(lo + 1, hi):  # insertion sort of the (few) neighbours
@@ -260,19 +253,36 @@ def sparsified_csc(coef, edges, blocks, keep, index, k):
                 nbr[q + 1], via[q + 1] = nbr[q], via[q]
                 q -= 1
             nbr[q + 1], via[q + 1] = v, e
+        for r in range(lo, hi):
+            if nbr[r] < u:
+                below[u] += 1
+    indptr = np.empty(k * d + 1, np.int32)  # SuperLU's index type
+    indptr[0] = 0
+    for u in range(k):
+        for b in range(d):
+            width = d * below[u] + b + 1 if upper else d * (start[u + 1] - start[u] + 1)
+            indptr[u * d + b + 1] = indptr[u * d + b] + width
+    indices = np.empty(indptr[k * d], np.int32)
+    data = np.empty(indptr[k * d])
+    for u in range(k):
+        lo, hi = start[u], start[u + 1]
         for b in range(d):
             q = indptr[u * d + b]
-            r = lo
-            mine = False  # the diagonal block placed
-            while r < hi or not mine:
-                if not mine and (r == hi or nbr[r] > u):
-                    v, e, mine = u, -1, True
-                else:
-                    v, e = nbr[r], via[r]
-                    r += 1
+            for r in range(lo, lo + below[u]):
+                v, e = nbr[r], via[r]
                 for a in range(d):
                     indices[q] = v * d + a
-                    data[q] = diag[u, a, b] if e < 0 else -blocks[e, a, b]
+                    data[q] = -blocks[e, a, b]
                     q += 1
+            for a in range(b + 1 if upper else d):
+                indices[q] = u * d + a
+                data[q] = diag[u, a, b]
+                q += 1
+            if not upper:
+                for r in range(lo + below[u], hi):
+                    v, e = nbr[r], via[r]
+                    for a in range(d):
+                        indices[q] = v * d + a
+                        data[q] = -blocks[e, a, b]
+                        q += 1
     return indptr, indices, data
-
