@@ -292,6 +292,40 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
 
 
+def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monkeypatch):
+    """A factorisation whose strong edges are those of the last analysed pattern but a few
+    (at most ``REANALYSE_SHARE`` of its edges) keeps that pattern: the factor is only
+    refactorised, the missing edges are dropped, and ``M⁻¹H`` still has its spectrum in
+    (0, 2). Past the share, or when the users left to the isotropic block change, the
+    pattern is the strong edges' own (analysed anew where its matrix pattern is new)."""
+    from convexfl.solvers import ssnal
+    from convexfl.solvers._ssnal_kernels import precond_weights
+    from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    strong = np.flatnonzero(wts >= STRONG_RATIO)
+    pre = _Precond(coef, edges, coef.size, "sparsified")
+    first = wts.copy()
+    first[strong[:2]] = 0.0  # two strong edges fewer at the first factorisation
+    monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 2.0 / (strong.size - 2))
+    pre.factor_sparsified(blocks, first)
+    pre.factor_sparsified(blocks, wts)  # two edges missing from the pattern: kept
+    assert pre.ldl.n_analysed == 1
+    assert np.count_nonzero(pre.kept[0]) == strong.size - 2
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+    monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 1.0 / (strong.size - 2))
+    pre.factor_sparsified(blocks, wts)  # past the share: the strong edges' own pattern
+    assert pre.ldl.n_analysed == 2
+    assert np.count_nonzero(pre.kept[0]) == strong.size
+    pre.kept = (np.zeros_like(pre.kept[0]),
+                np.ones(coef.size, bool))  # as if all users had been "big", with no edge
+    pre.factor_sparsified(blocks, wts)  # big changed: the strong edges' own pattern again
+    assert not pre.kept[1].any() and np.count_nonzero(pre.kept[0]) == strong.size
+    assert pre.ldl.n_analysed == 2  # ...which is the matrix pattern analysed last
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 30), st.integers(1, 3), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
 def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):

@@ -135,8 +135,11 @@ AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measure
 # a new preconditioner (current weights) after a CG solve took more iterations than this:
 # AMG set-ups are cheap (kNN10 N = 2·10⁴, λ = 10: 79 s with 10, 93 s with 25)
 # the exact Hessian's LU is reused while CG stays short (make_moons n = 5000, λ = 0.2: with a
-# new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s)
-REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 10}
+# new LU after 5, 10, 20, 40 iterations, 10.3, 8.1, 9.0–11.2, 9.9 s); the sparsified
+# Hessian's L D Lᵀ (a refactorisation ~10 solves) at every Newton step (kNN10 d = 3, auto:
+# N = 5e4, λ = 0.3: 41.1 -> 30.9 s, CG 2334 -> 939; λ = 3: 175 -> 127 s; N = 2e4, λ = 0.3,
+# after 0, 5, 10, 20 iterations: 5.7, 6.9, 7.6, 8.5 s)
+REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 0}
 STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) (measured, below)
 # ...while their components stay this small (users; a crude proxy of the LU's cost: a kNN10
 # component in d = 3 factors in 0.35 s at 2000 users, 2.9 s at 5000). Inside a larger one the
@@ -160,6 +163,14 @@ SPARSIFIED_MAX_UNKNOWNS = 6000
 # γ = 0.1: MemoryError → 21.9 s)
 SPARSIFIED_MAX_DIM = 5
 STRONG_RATIO_MAX = 3 * 4.0**4
+# the sparsified Hessian's pattern (ordering, elimination tree: 0.28 s at N = 5e4, d = 3,
+# against 0.04 s to refactorise) is kept while at most this share of its edges' count of
+# new strong edges is missing from it (kNN10 d = 3, auto, certified 1e-6: N = 5e4, λ = 0.3,
+# with 0, 0.01, 0.05, 0.2: 24, 5, 4, 3 analyses of 115, 30.9, 27.3, 26.7, 24.4 s, CG 939,
+# 953, 863, 908; N = 2e4: 6.3, 5.5, 5.5, 4.8 s. But λ = 3 at N = 5e4, where the strong edges
+# missing reach 2.5 % (6076 edges at σ ≥ 10⁴), CG 6712 -> 8432 with 0.05, 165-194 s against
+# 127-171 s with 0: this machine's spread is that wide)
+REANALYSE_SHARE = 0.01
 # once the residual proxy has not halved for this many outer iterations, the candidate
 # is certified every this many iterations: the proxy stalls at rounding level under the
 # trigger set by a failed certificate (kNN10 N = 1e5, λ = 0.03: stalled at ~3e-8 after the
@@ -274,6 +285,7 @@ class _Precond:
         self.n_mixed = 0  # ...of them with an isotropic block
         self.layout = None  # the whole Hessian's PatternLU (factor_hessian)
         self.ldl = PatternLDL()  # the sparsified Hessians' factors (factor_sparsified)
+        self.kept = None  # (keep, big) of the last analysed pattern (_kept_pattern)
 
     def factor(self, w):
         start = time.perf_counter()
@@ -357,6 +369,7 @@ class _Precond:
         :attr:`n_sparsified` counts the factorisations with a sparsified Hessian, :attr:`n_mixed`
         those of them with an isotropic block too."""
         keep, big = self.strong_edges(wts, blocks.shape[1])
+        keep = self._kept_pattern(keep, big)
         if not big.any():
             self.factor_hessian(blocks, keep=keep)
         elif big.all():
@@ -366,6 +379,20 @@ class _Precond:
             self._factor_mixed(blocks, wts, keep, big)
             self.n_mixed += 1
         self.n_sparsified += 1
+
+    def _kept_pattern(self, keep, big):
+        """The edges to keep: those of the last analysed pattern (:class:`PatternLDL` then
+        only refactorises) while ``big`` is unchanged and at most ``REANALYSE_SHARE`` of them
+        are strong edges outside it (those are dropped this time, and the pattern's edges
+        that are no longer strong stay: any kept set gives an SPD ``M`` with ``H ⪯ 2M``);
+        else ``keep``, which becomes the pattern."""
+        last = self.kept
+        if last is not None and np.array_equal(last[1], big):
+            missing = np.count_nonzero(keep & ~last[0])
+            if missing <= REANALYSE_SHARE * np.count_nonzero(last[0]):
+                return last[0]
+        self.kept = (keep, big)
+        return keep
 
     def strong_edges(self, wts, d):
         """``(keep, big)``: the edges whose off-diagonal blocks "sparsified" keeps, and the
