@@ -331,9 +331,10 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
 def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
     """The sparsified Hessian's CSC is ``C ⊗ I + Σ_e`` (its blocks ``B_e`` on the diagonal
     blocks of both ends) with ``−B_e`` off the diagonal for the kept edges only, its rows
-    sorted, and its upper triangle (``upper=True``) that of the dense matrix; restricted to
-    a set of users no kept edge leaves, it is that matrix's block on them. A kept edge that
-    leaves the set is refused."""
+    sorted, and its upper triangle (``upper=True``) that of the dense matrix, also when only
+    the values are recomputed (the same edges kept, new blocks); restricted to a set of
+    users no kept edge leaves, it is that matrix's block on them. A kept edge that leaves
+    the set is refused."""
     from convexfl._flow_kernels import masked_components
     from convexfl.solvers.ssnal import _Precond
 
@@ -346,10 +347,16 @@ def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
     T /= np.maximum(np.linalg.norm(T, axis=1, keepdims=True), 1e-12)
     blocks = rng.uniform(0.0, 3.0, (m, 1, 1)) * (np.eye(d) - T[:, :, None] * T[:, None, :])
     keep = rng.random(m) < share
-    dense = np.kron(np.diag(coef), np.eye(d))
-    for (i, j), block, kept in zip(edges, blocks, keep, strict=True):
-        for p, q, sign in ((i, i, 1), (j, j, 1)) + (((i, j, -1), (j, i, -1)) if kept else ()):
-            dense[p * d:(p + 1) * d, q * d:(q + 1) * d] += sign * block
+
+    def assembled(blocks):
+        dense = np.kron(np.diag(coef), np.eye(d))
+        for (i, j), block, kept in zip(edges, blocks, keep, strict=True):
+            for p, q, sign in ((i, i, 1), (j, j, 1)) + (((i, j, -1), (j, i, -1)) if kept
+                                                        else ()):
+                dense[p * d:(p + 1) * d, q * d:(q + 1) * d] += sign * block
+        return dense
+
+    dense = assembled(blocks)
     pre = _Precond(coef, edges, n, "sparsified")
     M = pre._sparsified(blocks, keep)
     assert M.has_sorted_indices
@@ -357,6 +364,9 @@ def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
     U = pre._sparsified(blocks, keep, upper=True)
     assert U.has_sorted_indices and U.nnz == (M.nnz + n * d) // 2
     np.testing.assert_allclose(U.toarray(), np.triu(dense), atol=1e-12)
+    other = rng.standard_normal(blocks.shape)  # the same edges kept: only values recomputed
+    np.testing.assert_allclose(pre._sparsified(other, keep, upper=True).toarray(),
+                               np.triu(assembled(other)), atol=1e-12)
     comp = masked_components(n, edges, keep)[0]
     users = comp == comp[rng.integers(n)]  # a component of the kept edges
     rows = (np.flatnonzero(users)[:, None] * d + np.arange(d)).ravel()

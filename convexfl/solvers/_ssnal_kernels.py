@@ -206,16 +206,12 @@ def hess_blocks(edges, cap, P, tnorm, sigma, out):
 
 
 @njit(cache=True)
-def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
-    """``(indptr, indices, data)``: the CSC (rows sorted) of the Hessian ``C ⊗ I + Σ_e
-    (a_e a_eᵀ) ⊗ B_e`` with the off-diagonal blocks ``−B_e`` of the edges outside ``keep``
-    dropped and every diagonal block kept, on the users with ``index ≥ 0`` (renumbered
-    ``index``, ``k`` of them; no kept edge may join one of them to another user). ``k d``
-    unknowns, user-major; with ``upper``, only the upper triangle (diagonal included)."""
+def _diagonal_blocks(coef, edges, blocks, index, k):
+    """The ``d × d`` diagonal blocks ``c_u I + Σ_{e ∋ u} B_e`` of the users with
+    ``index ≥ 0`` (renumbered ``index``, ``k`` of them)."""
     n = coef.shape[0]
     m, d = blocks.shape[0], blocks.shape[1]
     diag = np.zeros((k, d, d))
-    deg = np.zeros(k + 1, np.int64)
     for e in range(m):
         for end in range(2):
             iu = index[edges[e, end]]
@@ -223,12 +219,32 @@ def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
                 for a in range(d):
                     for b in range(d):
                         diag[iu, a, b] += blocks[e, a, b]
-                if keep[e]:
-                    deg[iu + 1] += 1
     for u in range(n):
         if index[u] >= 0:
             for a in range(d):
                 diag[index[u], a, a] += coef[u]
+    return diag
+
+
+@njit(cache=True)
+def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
+    """``(indptr, indices, data, slot)``: the CSC (rows sorted) of the Hessian ``C ⊗ I +
+    Σ_e (a_e a_eᵀ) ⊗ B_e`` with the off-diagonal blocks ``−B_e`` of the edges outside
+    ``keep`` dropped and every diagonal block kept, on the users with ``index ≥ 0``
+    (renumbered ``index``, ``k`` of them; no kept edge may join one of them to another
+    user). ``k d`` unknowns, user-major; with ``upper``, only the upper triangle (diagonal
+    included). ``slot`` says where each entry comes from, for :func:`sparsified_values`:
+    ``e d² + a d + b`` for ``−B_e[a, b]``, ``−(u d² + a d + b) − 1`` for the diagonal
+    block's."""
+    m, d = blocks.shape[0], blocks.shape[1]
+    diag = _diagonal_blocks(coef, edges, blocks, index, k)
+    deg = np.zeros(k + 1, np.int64)
+    for e in range(m):
+        if keep[e]:
+            for end in range(2):
+                iu = index[edges[e, end]]
+                if iu >= 0:
+                    deg[iu + 1] += 1
     start = np.cumsum(deg)  # each user's kept neighbours, then sorted by user
     nbr = np.empty(start[k], np.int64)
     via = np.empty(start[k], np.int64)
@@ -263,26 +279,41 @@ def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
             width = d * below[u] + b + 1 if upper else d * (start[u + 1] - start[u] + 1)
             indptr[u * d + b + 1] = indptr[u * d + b] + width
     indices = np.empty(indptr[k * d], np.int32)
-    data = np.empty(indptr[k * d])
+    slot = np.empty(indptr[k * d], np.int64)
     for u in range(k):
         lo, hi = start[u], start[u + 1]
         for b in range(d):
             q = indptr[u * d + b]
             for r in range(lo, lo + below[u]):
-                v, e = nbr[r], via[r]
                 for a in range(d):
-                    indices[q] = v * d + a
-                    data[q] = -blocks[e, a, b]
+                    indices[q] = nbr[r] * d + a
+                    slot[q] = via[r] * d * d + a * d + b
                     q += 1
             for a in range(b + 1 if upper else d):
                 indices[q] = u * d + a
-                data[q] = diag[u, a, b]
+                slot[q] = -(u * d * d + a * d + b) - 1
                 q += 1
             if not upper:
                 for r in range(lo + below[u], hi):
-                    v, e = nbr[r], via[r]
                     for a in range(d):
-                        indices[q] = v * d + a
-                        data[q] = -blocks[e, a, b]
+                        indices[q] = nbr[r] * d + a
+                        slot[q] = via[r] * d * d + a * d + b
                         q += 1
-    return indptr, indices, data
+    return indptr, indices, _values(blocks, diag, slot), slot
+
+
+@njit(cache=True)
+def sparsified_values(coef, edges, blocks, index, k, slot):
+    """The values of :func:`sparsified_csc`'s matrix for new ``blocks`` (the same edges
+    kept, the same users): its entries by their ``slot``."""
+    return _values(blocks, _diagonal_blocks(coef, edges, blocks, index, k), slot)
+
+
+@njit(cache=True)
+def _values(blocks, diag, slot):
+    flat_b, flat_d = blocks.reshape(-1), diag.reshape(-1)
+    data = np.empty(slot.size)
+    for q in range(slot.size):
+        s = slot[q]
+        data[q] = -flat_b[s] if s >= 0 else flat_d[-s - 1]
+    return data

@@ -61,6 +61,7 @@ from ._ssnal_kernels import (
     psi_grad,
     psi_value,
     sparsified_csc,
+    sparsified_values,
 )
 from .admm import reduced_merges
 from .base import IncompatibleLossError
@@ -286,6 +287,7 @@ class _Precond:
         self.layout = None  # the whole Hessian's PatternLU (factor_hessian)
         self.ldl = PatternLDL()  # the sparsified Hessians' factors (factor_sparsified)
         self.kept = None  # (keep, big) of the last analysed pattern (_kept_pattern)
+        self.assembled = None  # the last sparsified matrix's structure (_sparsified)
 
     def factor(self, w):
         start = time.perf_counter()
@@ -352,13 +354,22 @@ class _Precond:
     def _sparsified(self, blocks, keep, users=None, upper=False):
         """The Hessian (sparse CSC) without the off-diagonal blocks of the edges outside
         ``keep``, on ``users`` (a mask; all by default) when no kept edge leaves them; with
-        ``upper``, its upper triangle."""
+        ``upper``, its upper triangle. With the last call's ``keep``, ``users`` and
+        ``upper`` only its values are computed again (kNN10 N = 5·10⁴, d = 3: 44 → ~10 ms)."""
         users = np.ones(self.n, dtype=bool) if users is None else users
-        index = np.where(users, np.cumsum(users) - 1, -1)
-        k = int(users.sum())
+        blocks = np.ascontiguousarray(blocks)
+        last = self.assembled
+        if (last is not None and last[0] == upper and np.array_equal(last[1], keep)
+                and np.array_equal(last[2], users)):
+            indptr, indices, slot, index, k = last[3:]
+            data = sparsified_values(self.coef, self.edges, blocks, index, k, slot)
+        else:
+            index = np.where(users, np.cumsum(users) - 1, -1)
+            k = int(users.sum())
+            indptr, indices, data, slot = sparsified_csc(self.coef, self.edges, blocks, keep,
+                                                         index, k, upper)
+            self.assembled = (upper, keep.copy(), users.copy(), indptr, indices, slot, index, k)
         size = k * blocks.shape[1]
-        indptr, indices, data = sparsified_csc(self.coef, self.edges, blocks, keep, index, k,
-                                               upper)
         return sp.csc_matrix((data, indices, indptr), shape=(size, size))
 
     def factor_sparsified(self, blocks, wts):
