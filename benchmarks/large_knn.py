@@ -1,5 +1,5 @@
 r"""SSNAL on large kNN graphs: the Newton systems preconditioned by the exact sparse LU of
-``C + σL_w``, one algebraic-multigrid V-cycle (pyamg) and the sparsified Hessian's LU,
+``C + σL_w``, one algebraic-multigrid V-cycle (pyamg) and the sparsified Hessian's ``L D Lᵀ``,
 issue #18.
 
 ``python -m benchmarks.large_knn [--quick] [--out DIR] [--sizes N,N,...] [--max-iter K]

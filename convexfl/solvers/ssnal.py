@@ -142,8 +142,9 @@ AMG_MIN = 10_000  # "auto": algebraic multigrid from this many users on (measure
 # after 0, 5, 10, 20 iterations: 5.7, 6.9, 7.6, 8.5 s)
 REFACTOR_CG = {"dense": 25, "lu": 25, "amg": 10, "hessian": 10, "sparsified": 0}
 STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) (measured, below)
-# ...while their components stay this small (users; a crude proxy of the LU's cost: a kNN10
-# component in d = 3 factors in 0.35 s at 2000 users, 2.9 s at 5000). Inside a larger one the
+# ...while their components stay this small (users; a crude proxy of the factor's cost: a
+# kNN10 component in d = 3 factors in 0.35 s at 2000 users, 2.9 s at 5000 by SuperLU; by
+# qdldl, refactorised, 0.06 s, 0.94 s, and 4.3 s at 10⁴). Inside a larger one the
 # ratio is raised fourfold at a time up to STRONG_RATIO_MAX, and what stays joined gets the
 # isotropic C + σL_w (kNN10 N = 5e4, λ = 0.3: 614 s with the whole matrix falling back to
 # AMG, 288 s with only the large component isotropic, 178 s with the raised ratio; N = 2e4,
@@ -198,7 +199,7 @@ def newton_solver_for(n, m, d, choice="auto"):
     ``"dense"`` (Cholesky) for small or dense graphs (``n ≤ 200``, or ``n ≤ 4000`` with
     ``m > n²/8``); above ``SPARSIFIED_MAX_DIM`` parameters, the isotropic ``C + σ L_w`` by
     ``"lu"`` below :data:`AMG_MIN` users and ``"amg"`` from there; else ``"sparsified"``
-    (:meth:`_Precond.factor_sparsified`): the LU of
+    (:meth:`_Precond.factor_sparsified`): the ``L D Lᵀ`` of
     the Hessian with the off-diagonal blocks of its weak edges dropped, and, on the users
     whose strong edges still join more than ``SPARSIFIED_MAX_COMPONENT`` of them
     (:meth:`_Precond.strong_edges`), the isotropic ``C + σ L_w`` by one
