@@ -231,11 +231,11 @@ def clear_cache():
     _POTENTIAL_CACHE.clear()
 
 
-def factor_spd(M, *, ordered=False):
-    """Sparse LU of a symmetric positive definite matrix (a grounded Laplacian, a reduced
-    Hessian; ``ordered``: ``M`` is already in a fill-reducing order, kept as it is):
-    minimum-degree ordering on ``A + Aᵀ``, applied symmetrically (measured 2.5–5×
-    faster than the default COLAMD on kNN graphs, with half the fill), and no pivoting
+def factor_spd(M):
+    """Sparse LU of a symmetric positive definite matrix (the isotropic ``C + σ L_w``, whose
+    block solves :func:`repeated_solves` takes over): minimum-degree ordering on ``A + Aᵀ``,
+    applied symmetrically (measured 2.5–5× faster than the default COLAMD on kNN graphs,
+    with half the fill), and no pivoting
     (``diag_pivot_thresh=0``: the diagonal pivots of a symmetric positive definite matrix
     are stable, as in Cholesky). SuperLU's default threshold pivoting leaves the diagonal
     where it is small against its column, as in the reduced Hessians of clusters that nearly
@@ -243,8 +243,8 @@ def factor_spd(M, *, ordered=False):
     N = 5·10⁴, λ = 3 (27 723 unknowns, 0.9 M non-zeros), the factor grew over five Newton
     steps from 7.4 M to 34.6 M non-zeros and from 1.1 s to 24.8 s; without pivoting it stays
     at 7.4 M and 1.1 s."""
-    return splu(sp.csc_matrix(M), permc_spec="NATURAL" if ordered else "MMD_AT_PLUS_A",
-                diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    return splu(sp.csc_matrix(M), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                options={"SymmetricMode": True})
 
 
 ROWS_SOLVE_MIN = 8  # right-hand sides from which a block is solved by ldl_solve_rows
@@ -300,40 +300,52 @@ def repeated_solves(lu):
 
 
 class PatternLU:
-    """LUs of symmetric positive definite matrices that share one sparsity pattern, given
-    as COO ``(rows, cols)`` (repeated entries summed), ``size × size``. The first
-    (:func:`factor_spd`) chooses the ordering; the later ones keep it, their values summed
-    straight into the permuted CSC: no COO conversion and no minimum-degree ordering.
-    Measured on SSNAL's Hessians, make_moons n = 2·10⁴ (kNN 15, d = 2, 4·10⁴ unknowns,
-    7.8 M non-zeros in the factors): 0.76 s → 0.57 s per factorisation, the same fill."""
+    """Factors of symmetric positive definite matrices that share one sparsity pattern, given
+    as COO ``(rows, cols)`` (repeated entries summed), ``size × size``: their values are
+    summed straight into the upper triangle's CSC (no COO conversion) and factorised by
+    :class:`PatternLDL` (the first one ordered and analysed, the later ones only
+    refactorised). Measured on the Newton polish's reduced Hessians along the make_moons
+    path (docs/solvers.md). Until 2026-11-28 SuperLU's LU with the first one's ordering kept:
+    on SSNAL's Hessians, make_moons n = 2·10⁴ (kNN 15, d = 2, 4·10⁴ unknowns, 7.8 M
+    non-zeros in the factors), 0.76 s → 0.57 s per factorisation against a new ordering."""
 
     def __init__(self, size, rows, cols):
         self.size = size
         key = np.asarray(cols, dtype=np.int64) * size + np.asarray(rows, dtype=np.int64)
         self.unique, self.inverse = np.unique(key, return_inverse=True)  # CSC order
-        self.layout = None  # (order, indices, indptr, slot) of the kept ordering
+        row, col = np.divmod(self.unique, size)[::-1]
+        self.upper = row <= col
+        self.indices = row[self.upper].astype(np.int32)
+        self.indptr = np.searchsorted(col[self.upper], np.arange(size + 1)).astype(np.int32)
+        self.ldl = PatternLDL()
 
     def factor(self, values):
-        """The solve ``b ↦ M⁻¹ b`` of the matrix with these COO ``values``."""
+        """The solve ``b ↦ M⁻¹ b`` of the matrix with these COO ``values`` (valid until the
+        next call)."""
         data = np.bincount(self.inverse, weights=values, minlength=self.unique.size)
-        size = self.size
-        if self.layout is None:
-            rows, cols = np.divmod(self.unique, size)[::-1]
-            M = sp.csc_matrix((data, rows, np.searchsorted(cols, np.arange(size + 1))),
-                              shape=(size, size))
-            lu = factor_spd(M)
-            self.layout = _permuted_layout(size, rows, cols, lu.perm_c)
-            return lu.solve
-        order, indices, indptr, slot = self.layout
-        lu = factor_spd(sp.csc_matrix((data[slot], indices, indptr), shape=(size, size)),
-                        ordered=True)
+        return self.ldl.factor(sp.csc_matrix((data[self.upper], self.indices, self.indptr),
+                                             shape=(self.size, self.size)))
 
-        def solve(b):
-            out = np.empty_like(b)
-            out[order] = lu.solve(np.ascontiguousarray(b)[order])
-            return out
 
-        return solve
+class LDLFactor:
+    """qdldl's ``M = P L D Lᵀ Pᵀ`` of a symmetric positive definite sparse matrix (approximate
+    minimum degree ``P``, no pivoting, as :func:`factor_spd`): :meth:`solve` of one vector
+    or of a block, column by column; :attr:`nnz` counts ``L`` twice (as an LU's ``L`` and
+    ``U``). Measured on grounded kNN15 Laplacians of make_moons (the potential flows of the
+    certificates), against :func:`factor_spd`: n = 5000, 24.8 → 12.4 ms; n = 2·10⁴,
+    170 → 57 ms; their solves of two columns as fast (0.80 / 0.63 ms, 4.1 / 4.6 ms)."""
+
+    def __init__(self, M):
+        import qdldl
+
+        self.solver = qdldl.Solver(sp.triu(M, format="csc"), upper=True)
+        self.nnz = 2 * self.solver.factors()[0].nnz + M.shape[0]
+
+    def solve(self, b):
+        if b.ndim == 1:
+            return self.solver.solve(b)
+        return np.column_stack([self.solver.solve(np.ascontiguousarray(b[:, c]))
+                                for c in range(b.shape[1])])
 
 
 class PatternLDL:
@@ -371,17 +383,6 @@ class PatternLDL:
             self.pattern = (U.indptr.copy(), U.indices.copy())
             self.n_analysed += 1
         return self.solver.solve
-
-
-def _permuted_layout(size, rows, cols, perm_c):
-    """``(order, indices, indptr, slot)``: the CSC structure of ``M = A[order][:, order]``
-    for the pattern ``(rows, cols)`` of ``A`` (no repeated entry), ``order`` the column
-    ordering SuperLU chose for ``A`` (``perm_c`` sends column ``order[k]`` to ``k``), and
-    ``slot`` the entry of the pattern at each position of ``M``'s data: ``M``'s values are
-    ``values[slot]``."""
-    M = sp.csc_matrix((np.arange(1, rows.size + 1, dtype=float),
-                       (perm_c[rows], perm_c[cols])), shape=(size, size))
-    return np.argsort(perm_c), M.indices, M.indptr, M.data.astype(np.int64) - 1
 
 
 BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) LU
@@ -439,7 +440,7 @@ def _new_potential_factor(n, edges, w):
                     nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
                     np.ascontiguousarray(w.take(es)))))
             free &= ~np.isin(comp, big)
-    lu = factor_spd(grounded_laplacian(n, edges, w, free)) if np.any(free) else None
+    lu = LDLFactor(grounded_laplacian(n, edges, w, free)) if np.any(free) else None
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
     return comp, counts, free, lu, clique_scale, blocks, size
 
