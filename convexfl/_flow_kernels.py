@@ -476,4 +476,3 @@ def ldl_solve_rows(Lp, Li, Lx, D, perm, B):
     for i in range(n):
         out[i] = Y[perm[i]]
     return out
-

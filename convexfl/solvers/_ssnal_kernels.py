@@ -272,7 +272,7 @@ def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
         for r in range(lo, hi):
             if nbr[r] < u:
                 below[u] += 1
-    indptr = np.empty(k * d + 1, np.int32)  # SuperLU's index type
+    indptr = np.empty(k * d + 1, np.int32)  # scipy's and qdldl's index type
     indptr[0] = 0
     for u in range(k):
         for b in range(d):
