@@ -531,9 +531,9 @@ def warm_up(devices, problems=("mixture",), quick=False, sizes=(200,)):
     rows of mixture N = 2000, γ = 0.05, took 2.53 s for ``ssnal`` and 5.0 s for ``auto``,
     against ~0.9 s each once compiled)."""
     t = time.perf_counter()
-    contenders = convexfl_contenders(devices)
-    runs = [(inst, contenders) for inst in instances([200], problems, quick, n_digits=200)]
-    size_dependent = [c for c in contenders if c[2] in ("ssnal", "auto")]
+    every = convexfl_contenders(devices)
+    runs = [(inst, every) for inst in instances([200], problems, quick, n_digits=200)]
+    size_dependent = [c for c in every if c[2] in ("ssnal", "auto")]
     runs += [(inst, size_dependent) for inst in instances(sizes, problems, quick)]
     for (_, A, gammas), contenders in runs:
         m, edges, w = peer_graph(A)
