@@ -178,6 +178,14 @@ def grads(code, F, y, coef, ptr, ridge, delta, X):
     return out
 
 
+@njit(cache=True, inline="always")
+def quadratic_prox(c, a, v, rho, out):
+    """``out = argmin_x (c/2)‖x − a‖² + (ρ/2)‖x − v‖² = (c a + ρ v)/(c + ρ)``, the quadratic
+    loss's prox (its ``c = coef_i``, ``a = F_i``), written into the caller's array."""
+    for k in range(v.shape[0]):
+        out[k] = (c * a[k] + rho * v[k]) / (c + rho)
+
+
 @njit(cache=True)
 def user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, v, rho, x0, tol, max_iter):
     """``argmin_x f_i(x) + (ρ/2)‖x − v‖²`` by safeguarded Newton; returns (x, n_iter, ok).
@@ -189,9 +197,7 @@ def user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, v, rho, x0, tol, m
     d = v.shape[0]
     x = np.empty(d)
     if code == QUADRATIC:
-        c = coef[i]
-        for k in range(d):
-            x[k] = (c * F[i, k] + rho * v[k]) / (c + rho)
+        quadratic_prox(coef[i], F[i], v, rho, x)
         return x, 0, True
     x[:] = x0
     g = np.empty(d)

@@ -690,13 +690,45 @@ def test_several_flow_guesses_are_tried_in_order(monkeypatch):
     solves = []
     monkeypatch.setattr(certificates._PotentialFlow, "phi",
                         lambda self, R: solves.append(1) or phi(self, R))
-    for stack, steps in ((np.stack([good, bad]), 0), (np.stack([bad, good]), 1)):
+    for stack in (np.stack([good, bad]), np.stack([bad, good])):
         solves.clear()
         both = kkt_residual(prob, X, flows=stack, target=1e-8)
         assert both.kkt_residual <= 1e-8 and both.flow_iterations == 0
         assert both.kkt_abs_lower <= both.kkt_abs
-        # tried in order: the good guess decides as given, after the bad one's single step
-        assert len(solves) == steps
+        # the good guess decides as given, wherever it stands: no projection step is taken
+        # before every guess has been scored
+        assert not solves
+        fused = both.fused
+        assert np.allclose(both.flows[fused], good[fused])
+
+
+def test_guesses_right_on_different_components_are_combined(monkeypatch):
+    """Two guesses, each exact on one fused component and random on the other: neither
+    decides alone, their best on each component does, before any projection step. A
+    control: with one of them alone the search must iterate."""
+    from convexfl._flow_kernels import flow_residual
+    from convexfl.certificates import _min_residual
+
+    rng = np.random.default_rng(3)
+    ring = np.array([[i, (i + 1) % 6] for i in range(6)] + [[0, 3]])
+    edges = np.r_[ring, ring + 6]  # two components of 6 nodes
+    w = rng.uniform(0.5, 1.5, len(edges))
+    lam = 1.0
+    exact = 0.5 * lam * w[:, None] * rng.uniform(-1, 1, (len(edges), 2)) / np.sqrt(2)
+    G = -flow_residual(np.zeros((12, 2)), edges, exact)  # G + Bᵀ exact = 0, inside the balls
+    noise = 0.9 * lam * w[:, None] * rng.uniform(-1, 1, (len(edges), 2)) / np.sqrt(2)
+    first, second = exact.copy(), exact.copy()
+    first[7:], second[:7] = noise[7:], noise[:7]
+    phi = certificates._PotentialFlow.phi
+    solves = []
+    monkeypatch.setattr(certificates._PotentialFlow, "phi",
+                        lambda self, R: solves.append(1) or phi(self, R))
+    up, low, it, u = _min_residual(G, edges, w, lam, np.stack([first, second]), 1e-9, 1000,
+                                   1e-10)
+    assert up <= 1e-10 and it == 0 and not solves and low <= up
+    np.testing.assert_allclose(u, exact)
+    up_alone = _min_residual(G, edges, w, lam, first, 1e-9, 1000, 1e-10)[0]
+    assert solves and up_alone <= 1e-10  # found, but by a projection step or the search
 
 
 @settings(max_examples=30, deadline=None)

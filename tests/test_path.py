@@ -102,6 +102,18 @@ def test_fusion_events_groups_are_the_definitions_users(pairs):
     assert _refinements(old, new, whole=False) == split
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=40))
+def test_the_one_pass_split_test_is_the_definitions(pairs):
+    """``monotone`` and ``splits`` use a one-pass test; it says "split" exactly when some
+    earlier cluster's users carry several later labels (the definition, as above)."""
+    from convexfl.path.result import _splits
+
+    old, new = np.array(pairs).T
+    truth = any(len(np.unique(new[old == c])) > 1 for c in np.unique(old))
+    assert _splits(old, new) is truth
+
+
 def test_labels_at_k_and_lam_and_unattained_counts(quad, quad_path):
     _, truth = quad
     p = quad_path

@@ -104,28 +104,29 @@ class SolutionPath:
         formed from several old ones) and ``split`` (old clusters that were divided, as
         lists of users of their parts).
         """
-        events = []
-        for r in range(1, len(self)):
-            old, new = self.labels[r - 1], self.labels[r]
-            if np.array_equal(old, new):
-                continue
-            events.append({"index": r, "lam_lo": float(self.lambdas[r - 1]),
-                           "lam_hi": float(self.lambdas[r]),
-                           "n_before": int(self.n_clusters[r - 1]),
-                           "n_after": int(self.n_clusters[r]),
-                           "merged": _refinements(new, old, whole=True),
-                           "split": _refinements(old, new, whole=False)})
-        return events
+        return [self._event(r) for r in range(1, len(self))
+                if not np.array_equal(self.labels[r - 1], self.labels[r])]
+
+    def _event(self, r):
+        """The fusion event between λ ``r − 1`` and ``r`` (:attr:`fusion_events`)."""
+        old, new = self.labels[r - 1], self.labels[r]
+        return {"index": r, "lam_lo": float(self.lambdas[r - 1]),
+                "lam_hi": float(self.lambdas[r]), "n_before": int(self.n_clusters[r - 1]),
+                "n_after": int(self.n_clusters[r]),
+                "merged": _refinements(new, old, whole=True),
+                "split": _refinements(old, new, whole=False)}
 
     @property
     def splits(self) -> list[dict]:
         """The fusion events in which some cluster split (empty for an agglomerative path)."""
-        return [e for e in self.fusion_events if e["split"]]
+        return [self._event(r) for r in range(1, len(self))
+                if _splits(self.labels[r - 1], self.labels[r])]
 
     @property
     def monotone(self) -> bool:
         """No cluster ever splits along the path (so the cluster count never increases)."""
-        return not self.splits
+        return not any(_splits(self.labels[r - 1], self.labels[r])
+                       for r in range(1, len(self)))
 
     def _eventual_fusion(self) -> np.ndarray:
         """``D[i, j]`` = the first grid λ from which ``i`` and ``j`` stay fused (``inf`` if
@@ -304,6 +305,18 @@ def _groups(keys):
     order = np.argsort(keys, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0])
     return keys[order][starts], np.split(order, starts[1:])
+
+
+def _splits(old, new):
+    """Whether some cluster of the labels ``old`` has users with different labels in
+    ``new``: one pass (each old cluster's first user's new label, compared with every
+    user's), so that :attr:`SolutionPath.monotone` builds no event (the make_moons 551-λ path,
+    5000 users: 52 → 4 ms)."""
+    if np.array_equal(old, new):
+        return False
+    first = np.empty(int(old.max()) + 1, new.dtype)
+    first[old[::-1]] = new[::-1]  # the last write wins: the first user of each old cluster
+    return bool(np.any(first[old] != new))
 
 
 def _refinements(coarse, fine, *, whole):

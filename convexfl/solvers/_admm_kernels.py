@@ -61,6 +61,10 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
                         v[k] += Zj[e, k] - Uj[e, k]
             for k in range(d):
                 v[k] /= deg
+            if code == K.QUADRATIC:  # in place, no call: make_moons n = 5000 (44k edges)
+                # 2.7–2.8 → 1.6–1.9 ms per iteration (the call passed every loss array)
+                K.quadratic_prox(coef[i], F[i], v, rho * deg, X[i])
+                continue
             x, _, ok = K.user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, v,
                                    rho * deg, X[i], newton_tol, newton_max_iter)
             if not ok:

@@ -66,10 +66,13 @@ def pdmm_run(code, F, y, coef, ptr, ridge, offset, delta, pa, pb, cap, nptr, npa
             wt = rho * nb + eta_x
             for k in range(d):
                 v[k] /= wt
-            x, _, _ = K.user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, v, wt, X[i],
-                                  newton_tol, newton_max_iter)
-            for k in range(d):
-                Xn[i, k] = x[k]
+            if code == K.QUADRATIC:  # in place, as in admm_run
+                K.quadratic_prox(coef[i], F[i], v, wt, Xn[i])
+            else:
+                x, _, _ = K.user_prox(code, F, y, coef, ptr, ridge, offset, delta, i, v, wt,
+                                      X[i], newton_tol, newton_max_iter)
+                for k in range(d):
+                    Xn[i, k] = x[k]
             u_cnt += 1
         # z-updates (from iterate t) — written in place: z_p is read only by its own update
         for q in range(sel.shape[1]):
