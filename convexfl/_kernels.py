@@ -284,3 +284,22 @@ def first_appearance_labels(lab, n_values):
             k += 1
         out[i] = remap[v]
     return out
+
+
+@njit(cache=True)
+def grouped(labels, k):
+    """``(order, starts)``: the indices ``0..n−1`` grouped by their label in ``[0, k)``, label
+    ``c``'s being ``order[starts[c]:starts[c + 1]]`` in increasing order (a stable counting
+    sort: one pass to count, one to place, where ``np.argsort(kind="stable")`` sorts)."""
+    starts = np.zeros(k + 1, np.int64)
+    for i in range(labels.shape[0]):
+        starts[labels[i] + 1] += 1
+    for c in range(k):
+        starts[c + 1] += starts[c]
+    fill = starts[:-1].copy()
+    order = np.empty(labels.shape[0], np.int64)
+    for i in range(labels.shape[0]):
+        c = labels[i]
+        order[fill[c]] = i
+        fill[c] += 1
+    return order, starts

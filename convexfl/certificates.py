@@ -752,6 +752,7 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
     components are searched to ``rtol``, but for those holding together at most
     ``(rtol/10)²`` of ``‖R‖²`` (the smallest first)."""
     from ._flow_kernels import put_rows
+    from ._kernels import grouped
 
     n_comp = int(comp.max()) + 1
     ecomp = comp[edges[:, 0]]
@@ -770,10 +771,8 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
     if S is not None:
         share = (S - up2.sum() + up2[todo].sum()) * n_edges / max(n_edges[todo].sum(), 1)
     todo = todo[np.argsort(-r2[todo])]
-    order = np.argsort(ecomp, kind="stable")
-    bounds = np.searchsorted(ecomp[order], np.arange(n_comp + 1))
-    nodes_of = np.argsort(comp, kind="stable")
-    first = np.searchsorted(comp[nodes_of], np.arange(n_comp + 1))
+    order, bounds = grouped(ecomp, n_comp)
+    nodes_of, first = grouped(comp, n_comp)
     local = np.empty(comp.size, np.int64)
     u = u.copy()
     iters = 0

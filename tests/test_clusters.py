@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 from helpers import reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import convexfl as cfl
 
@@ -135,3 +137,18 @@ def test_components_reuse_the_last_answer_only_for_an_equal_mask():
     mask[np.flatnonzero(~mask)[:30]] = True  # the same array, changed in place
     assert cfl.clusters.same_partition(components(graph.n_nodes, graph.edges, mask),
                                        expected(mask))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=0, max_size=60))
+def test_grouped_is_the_stable_sort_by_label(labels):
+    """The counting sort of :func:`convexfl._kernels.grouped` (the certificates' components,
+    ADMM's incidence lists) is numpy's stable argsort, its bounds where the labels change."""
+    from convexfl._kernels import grouped
+
+    lab = np.array(labels, dtype=np.int64)
+    k = 8
+    order, starts = grouped(lab, k)
+    expected = np.argsort(lab, kind="stable")
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(starts, np.searchsorted(lab[expected], np.arange(k + 1)))

@@ -434,8 +434,8 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
     for _ in range(max_rounds):
         red = _reduced(prob, labels)
         # Reduced renumbers clusters by first appearance: map W0 accordingly
-        first = np.unique(labels, return_index=True)[1]
-        order = labels[np.sort(first)]
+        order = np.empty(red.n_clusters, np.int64)
+        order[red.labels] = labels  # the old label of each new one
         W = np.ascontiguousarray(W[order])
         labels = red.labels
         inner = red.inner

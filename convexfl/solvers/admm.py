@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kernels import grouped
 from .._validation import as_int, as_scalar
 from ..certificates import normalised
 from ..problems import Reduced
@@ -53,12 +54,8 @@ __all__ = ["solve_admm", "reduced_merges"]
 def _node_incidence(n, edges):
     """CSR node → (edge, side) lists."""
     m = edges.shape[0]
-    nodes = np.r_[edges[:, 0], edges[:, 1]]
-    eidx = np.r_[np.arange(m), np.arange(m)]
-    side = np.r_[np.zeros(m, np.int64), np.ones(m, np.int64)]
-    order = np.argsort(nodes, kind="stable")
-    nptr = np.concatenate([[0], np.cumsum(np.bincount(nodes, minlength=n))]).astype(np.int64)
-    return nptr, eidx[order].astype(np.int64), side[order]
+    order, nptr = grouped(np.r_[edges[:, 0], edges[:, 1]], n)  # its edge ends by node
+    return nptr, order % m, order // m
 
 
 def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | None = None,
