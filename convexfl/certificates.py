@@ -336,10 +336,11 @@ class LDLFactor:
     certificates), against :func:`factor_spd`: n = 5000, 24.8 → 12.4 ms; n = 2·10⁴,
     170 → 57 ms; their solves of two columns as fast (0.80 / 0.63 ms, 4.1 / 4.6 ms)."""
 
-    def __init__(self, M):
+    def __init__(self, M, *, upper=False):
+        """``M`` whole, or its upper triangle (CSC) with ``upper``."""
         import qdldl
 
-        self.solver = qdldl.Solver(sp.triu(M, format="csc"), upper=True)
+        self.solver = qdldl.Solver(M if upper else sp.triu(M, format="csc"), upper=True)
         self.nnz = 2 * self.solver.factors()[0].nnz + M.shape[0]
 
     def solve(self, b):
@@ -441,15 +442,18 @@ def _new_potential_factor(n, edges, w):
                     nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
                     np.ascontiguousarray(w.take(es)))))
             free &= ~np.isin(comp, big)
-    lu = LDLFactor(grounded_laplacian(n, edges, w, free)) if np.any(free) else None
+    lu = (LDLFactor(grounded_laplacian(n, edges, w, free, upper=True), upper=True)
+          if np.any(free) else None)
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
     return comp, counts, free, lu, clique_scale, blocks, size
 
 
-def grounded_laplacian(n, edges, w, keep):
+def grounded_laplacian(n, edges, w, keep, *, upper=False):
     """``L_w[keep][:, keep]`` (CSC) of the graph on ``n`` nodes with ``edges`` and weights
     ``w``: the weighted degrees on the diagonal (edges to the dropped nodes included) and
-    ``−w_e`` at the edges between kept nodes, built from the edge list alone."""
+    ``−w_e`` at the edges between kept nodes, built from the edge list alone; with
+    ``upper``, its upper triangle only (what :class:`LDLFactor` reads: building it directly
+    saves ``scipy.sparse.triu``, 1.2–1.5 ms of a 13 ms factorisation at 5000 nodes)."""
     i, j = edges[:, 0], edges[:, 1]
     degree = np.bincount(i, weights=w, minlength=n) + np.bincount(j, weights=w, minlength=n)
     local = np.cumsum(keep) - 1
@@ -457,8 +461,12 @@ def grounded_laplacian(n, edges, w, keep):
     a, b, v = local[i[inner]], local[j[inner]], -w[inner]
     size = int(keep.sum())
     diag = np.arange(size)
-    return sp.csc_matrix((np.concatenate([v, v, degree[keep]]),
-                          (np.concatenate([a, b, diag]), np.concatenate([b, a, diag]))),
+    if upper:
+        a, b = np.minimum(a, b), np.maximum(a, b)
+        rows, cols, vals = [a, diag], [b, diag], [v, degree[keep]]
+    else:
+        rows, cols, vals = [a, b, diag], [b, a, diag], [v, v, degree[keep]]
+    return sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                          shape=(size, size))
 
 

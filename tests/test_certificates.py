@@ -892,3 +892,9 @@ def test_grounded_laplacian_is_the_laplacian_restricted_to_the_kept_nodes():
     M = certificates.grounded_laplacian(n, edges, w, keep)
     assert M.format == "csc"
     np.testing.assert_allclose(M.toarray(), L[np.ix_(keep, keep)], rtol=0, atol=1e-14)
+    U = certificates.grounded_laplacian(n, edges[:, ::-1], w, keep, upper=True)  # any order
+    assert U.format == "csc"
+    np.testing.assert_allclose(U.toarray(), np.triu(L[np.ix_(keep, keep)]), rtol=0, atol=1e-14)
+    b = rng.standard_normal(int(keep.sum()))
+    np.testing.assert_allclose(certificates.LDLFactor(U, upper=True).solve(b),
+                               np.linalg.solve(L[np.ix_(keep, keep)], b), rtol=1e-9)
