@@ -250,3 +250,43 @@ def test_the_isotropic_polish_reaches_the_lu_polishs_answer(monkeypatch):
     np.testing.assert_array_equal(lab, lab_lu)
     np.testing.assert_allclose(W, W_lu, atol=1e-10)
     assert cfl.certificates.kkt_residual(prob, W[lab]).kkt_residual <= 1e-9
+
+
+@pytest.mark.parametrize("name", ["quadratic", "logistic"])
+def test_the_admm_kernel_is_the_iteration_it_documents(name):
+    """Three iterations of ``admm_run`` against the formulas of its docstring, written with
+    numpy over an edge list (x-update from each node's incident copies, edge update with
+    over-relaxation, dual update); the x-update's prox is the loss's own
+    (:func:`convexfl._kernels.prox_all`)."""
+    from convexfl._kernels import prox_all
+    from convexfl.solvers._admm_kernels import admm_run
+
+    rng = np.random.default_rng(4)
+    n, d = 9, 3
+    loss = make_loss(name, n_users=n, dim=d, seed=2)
+    graph = cfl.graphs.knn(rng.standard_normal((n, 2)), 3)
+    edges, cap = graph.edges, 0.4 * graph.weights
+    rho, alpha = 1.3, 1.6
+    X = rng.standard_normal((n, d))
+    Zi, Zj = X[edges[:, 0]] + 0.1, X[edges[:, 1]] - 0.1
+    Ui, Uj = 0.2 * rng.standard_normal(Zi.shape), 0.2 * rng.standard_normal(Zj.shape)
+    degree = np.bincount(edges.ravel(), minlength=n)
+    state = [a.copy() for a in (X, Zi, Zj, Ui, Uj)]
+    arrays = loss.arrays
+    for _ in range(3):  # the reference
+        S = np.zeros((n, d))
+        np.add.at(S, edges[:, 0], Zi - Ui)
+        np.add.at(S, edges[:, 1], Zj - Uj)
+        X = prox_all(*arrays, S / degree[:, None], rho * degree.astype(float), X, 1e-12,
+                     50)[0]
+        a = alpha * X[edges[:, 0]] + (1 - alpha) * Zi + Ui
+        b = alpha * X[edges[:, 1]] + (1 - alpha) * Zj + Uj
+        gap = np.linalg.norm(a - b, axis=1)
+        theta = np.maximum(1 - cap / (rho * np.maximum(gap, 1e-300)), 0.5)[:, None]
+        Zi, Zj = theta * a + (1 - theta) * b, (1 - theta) * a + theta * b
+        Ui, Uj = a - Zi, b - Zj
+    fused = np.zeros(len(edges), np.uint8)
+    admm_run(3, *arrays, edges, cap, degree, *state, fused, rho, alpha, 1e-12, 50)
+    for got, want in zip(state, (X, Zi, Zj, Ui, Uj), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(fused.astype(bool), theta[:, 0] == 0.5)

@@ -1,9 +1,8 @@
 """numba kernels of the network-lasso ADMM (Hallac, Leskovec & Boyd 2015).
 
 State, all float64 and O(N·d + E·d): ``X`` (N, d); per edge ``e = (i, j)`` the copies
-``Zi[e] ≈ x_i``, ``Zj[e] ≈ x_j`` and the scaled duals ``Ui[e]``, ``Uj[e]``. The node → edge
-incidence is a CSR list (``nptr``, ``nedge``, ``nside``; side 0 when the node is the edge's
-``i``, 1 when it is ``j``).
+``Zi[e] ≈ x_i``, ``Zj[e] ≈ x_j`` and the scaled duals ``Ui[e]``, ``Uj[e]``; ``degree`` (N,)
+the number of edges at each node.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ from .. import _kernels as K
 
 
 @njit(cache=True)
-def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, nptr, nedge,
-             nside, X, Zi, Zj, Ui, Uj, fused, rho, alpha, newton_tol, newton_max_iter):
+def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, degree, X, Zi,
+             Zj, Ui, Uj, fused, rho, alpha, newton_tol, newton_max_iter):
     """Run ``n_steps`` ADMM iterations in place.
 
     x-update (per user, :func:`convexfl._kernels.user_prox`):
@@ -26,6 +25,11 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
         ``a = x̂_i + u_i``, ``b = x̂_j + u_j``, ``θ = max(1 − c_e/(ρ‖a − b‖), ½)``,
         ``z_i = θ a + (1 − θ) b``, ``z_j = (1 − θ) a + θ b`` (exactly equal when θ = ½);
     dual update ``u ← u + x̂ − z``.
+
+    The sums ``Σ_{e∋i} (z_ie − u_ie)`` of the next x-update are gathered in the edge loop
+    (into an (N, d) array), so that no pass visits the edges node by node: at 2·10⁴ users
+    and 1.7·10⁵ edges (make_moons, kNN 15) those scattered reads took 5.2–5.8 ms of an
+    11.5–15 ms iteration.
 
     Returns ``(r, s, x_norm, z_norm, u_norm, newton_ok)`` of the last iteration: the primal
     residual ``‖x_i − z_ie‖`` over all copies, the dual residual ``ρ‖Aᵀ(z − z_old)‖`` (per
@@ -37,6 +41,13 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
     a = np.empty(d)
     b = np.empty(d)
     dz = np.zeros((n, d))
+    zu = np.zeros((n, d))  # Σ_{e∋i} (z_ie − u_ie)
+    for e in range(n_edges):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        for k in range(d):
+            zu[i, k] += Zi[e, k] - Ui[e, k]
+            zu[j, k] += Zj[e, k] - Uj[e, k]
     r2 = 0.0
     s2 = 0.0
     xn2 = 0.0
@@ -46,21 +57,11 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
     for _step in range(n_steps):
         # x-update
         for i in range(n):
-            deg = nptr[i + 1] - nptr[i]
+            deg = degree[i]
             if deg == 0:
                 continue
             for k in range(d):
-                v[k] = 0.0
-            for p in range(nptr[i], nptr[i + 1]):
-                e = nedge[p]
-                if nside[p] == 0:
-                    for k in range(d):
-                        v[k] += Zi[e, k] - Ui[e, k]
-                else:
-                    for k in range(d):
-                        v[k] += Zj[e, k] - Uj[e, k]
-            for k in range(d):
-                v[k] /= deg
+                v[k] = zu[i, k] / deg
             if code == K.QUADRATIC:  # in place, no call: make_moons n = 5000 (44k edges)
                 # 2.7–2.8 → 1.6–1.9 ms per iteration (the call passed every loss array)
                 K.quadratic_prox(coef[i], F[i], v, rho * deg, X[i])
@@ -73,6 +74,7 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
                 X[i, k] = x[k]
         # edge and dual updates
         dz[:, :] = 0.0
+        zu[:, :] = 0.0
         r2 = 0.0
         for e in range(n_edges):
             i = edges[e, 0]
@@ -109,6 +111,8 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
                 # a − u = x̂ (before the update of u)
                 Ui[e, k] += (a[k] - Ui[e, k]) - Zi[e, k]
                 Uj[e, k] += (b[k] - Uj[e, k]) - Zj[e, k]
+                zu[i, k] += Zi[e, k] - Ui[e, k]
+                zu[j, k] += Zj[e, k] - Uj[e, k]
                 ri = X[i, k] - Zi[e, k]
                 rj = X[j, k] - Zj[e, k]
                 r2 += ri * ri + rj * rj
@@ -118,7 +122,7 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, n
             s2 += dz[i, k] * dz[i, k]
     xn2 = 0.0
     for i in range(n):
-        deg = nptr[i + 1] - nptr[i]
+        deg = degree[i]
         for k in range(d):
             xn2 += deg * X[i, k] * X[i, k]
     zn2 = 0.0

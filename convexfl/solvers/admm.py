@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import grouped
 from .._validation import as_int, as_scalar
 from ..certificates import normalised
 from ..problems import Reduced
@@ -49,13 +48,6 @@ from ._common import (
 from ._common_kernels import gradient_residual
 
 __all__ = ["solve_admm", "reduced_merges"]
-
-
-def _node_incidence(n, edges):
-    """CSR node → (edge, side) lists."""
-    m = edges.shape[0]
-    order, nptr = grouped(np.r_[edges[:, 0], edges[:, 1]], n)  # its edge ends by node
-    return nptr, order % m, order // m
 
 
 def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | None = None,
@@ -265,7 +257,7 @@ class _NumbaState:
         self.newton = (newton_tol, newton_max_iter)
         edges = prob.graph.edges
         self.cap = prob.lam * prob.graph.weights
-        self.incidence = _node_incidence(prob.n_users, edges)
+        self.degree = np.bincount(edges.ravel(), minlength=prob.n_users)
         self.X, self.rho = start_point(prob, X0, rho)
         self.Zi = np.ascontiguousarray(self.X[edges[:, 0]])
         self.Zj = np.ascontiguousarray(self.X[edges[:, 1]])
@@ -281,7 +273,7 @@ class _NumbaState:
     def step(self, n_steps):
         arrays = self.prob.loss.arrays
         r, s, xn, zn, un, nok = admm_run(n_steps, *arrays, self.prob.graph.edges, self.cap,
-                                          *self.incidence, self.X, self.Zi, self.Zj,
+                                          self.degree, self.X, self.Zi, self.Zj,
                                           self.Ui, self.Uj, self.fused, self.rho,
                                           self.alpha, *self.newton)
         self.newton_ok = self.newton_ok and nok
