@@ -72,8 +72,10 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, d
                 newton_ok = False
             for k in range(d):
                 X[i, k] = x[k]
-        # edge and dual updates
-        dz[:, :] = 0.0
+        # edge and dual updates (the residuals only at the last step: they are returned)
+        last = _step == n_steps - 1
+        if last:
+            dz[:, :] = 0.0
         zu[:, :] = 0.0
         r2 = 0.0
         for e in range(n_edges):
@@ -81,41 +83,30 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, d
             j = edges[e, 1]
             nrm = 0.0
             for k in range(d):
-                xi = alpha * X[i, k] + (1.0 - alpha) * Zi[e, k]
-                xj = alpha * X[j, k] + (1.0 - alpha) * Zj[e, k]
-                a[k] = xi + Ui[e, k]
-                b[k] = xj + Uj[e, k]
+                a[k] = alpha * X[i, k] + (1.0 - alpha) * Zi[e, k] + Ui[e, k]
+                b[k] = alpha * X[j, k] + (1.0 - alpha) * Zj[e, k] + Uj[e, k]
                 t = a[k] - b[k]
                 nrm += t * t
-                # keep x̂ for the dual update: store in v (i) and reuse b's slot later
             nrm = np.sqrt(nrm)
-            if rho * nrm <= 2.0 * cap[e]:
-                fused[e] = 1
-                for k in range(d):
-                    m = 0.5 * (a[k] + b[k])
-                    dz[i, k] += m - Zi[e, k]
-                    dz[j, k] += m - Zj[e, k]
-                    Zi[e, k] = m
-                    Zj[e, k] = m
-            else:
-                fused[e] = 0
+            th = 0.5  # z_i = θ a + (1 − θ) b, z_j = (1 − θ) a + θ b
+            if rho * nrm > 2.0 * cap[e]:
                 th = 1.0 - cap[e] / (rho * nrm)
-                for k in range(d):
-                    zi = th * a[k] + (1.0 - th) * b[k]
-                    zj = (1.0 - th) * a[k] + th * b[k]
+            fused[e] = th == 0.5
+            for k in range(d):
+                zi = th * a[k] + (1.0 - th) * b[k]
+                zj = (1.0 - th) * a[k] + th * b[k]
+                if last:
                     dz[i, k] += zi - Zi[e, k]
                     dz[j, k] += zj - Zj[e, k]
-                    Zi[e, k] = zi
-                    Zj[e, k] = zj
-            for k in range(d):
-                # a − u = x̂ (before the update of u)
-                Ui[e, k] += (a[k] - Ui[e, k]) - Zi[e, k]
-                Uj[e, k] += (b[k] - Uj[e, k]) - Zj[e, k]
-                zu[i, k] += Zi[e, k] - Ui[e, k]
-                zu[j, k] += Zj[e, k] - Uj[e, k]
-                ri = X[i, k] - Zi[e, k]
-                rj = X[j, k] - Zj[e, k]
-                r2 += ri * ri + rj * rj
+                    ri = X[i, k] - zi
+                    rj = X[j, k] - zj
+                    r2 += ri * ri + rj * rj
+                Zi[e, k] = zi
+                Zj[e, k] = zj
+                Ui[e, k] = a[k] - zi  # u + x̂ − z, with a = x̂ + u
+                Uj[e, k] = b[k] - zj
+                zu[i, k] += 2.0 * zi - a[k]  # z − u
+                zu[j, k] += 2.0 * zj - b[k]
     s2 = 0.0
     for i in range(n):
         for k in range(d):
