@@ -173,6 +173,45 @@ def test_a_warm_partition_from_another_lambda_is_repaired_before_any_iteration(l
     assert abs(sol.objective - ref.objective) <= 1e-9 * abs(ref.objective)
 
 
+@pytest.mark.parametrize("inner", ["ssnal", "admm"])
+def test_a_warm_partition_s_merges_start_from_the_moved_flows_when_ssnal_solves_them(
+        monkeypatch, inner):
+    """A solution at a smaller λ has too many clusters here: its partition's merges are
+    solved from its cluster means and the warm start's moved flows when SSNAL solves them
+    (``merge_solver``), from cold when ADMM does; either way the same solution as SSNAL's
+    from cold."""
+    from convexfl.solvers import _common
+    from convexfl.solvers._common import flow_guesses, warm_start_arrays
+
+    if inner == "ssnal":
+        monkeypatch.setattr(_common, "MERGES_ADMM_MAX", 0)
+        monkeypatch.setattr(_common, "MERGE_SHARE", 1.0)
+    prob = mixture(600, 3.0)
+    fine = cfl.solve(prob.with_lam(0.5), method="ssnal", tol=1e-9)  # Newton cannot merge
+    ref = cfl.solve(prob, method="ssnal", tol=1e-9)  # its 166 clusters into these alone
+    assert fine.n_clusters > ref.n_clusters
+    starts = []
+
+    def merges(p, labels, W, max_size=None, warm=None):
+        starts.append(warm)
+        return reduced_merges(p, labels, W, max_size, warm)
+
+    X0, flows0 = warm_start_arrays(prob, None, None, fine)
+    guesses = flow_guesses(prob, fine, flows0)
+    certifier = Certifier(prob, 1e-6, polish=True, warm_from=fine, merges=merges)
+    assert certifier.warm(X0, guesses)
+    assert starts and abs(certifier.best[2].objective - ref.objective) <= 1e-9 * abs(
+        ref.objective)
+    first = starts[0]
+    if inner == "admm":
+        assert first is None
+    else:
+        labels = cfl.clusters.components(prob.n_users, prob.graph.edges,
+                                         prob.graph.distances(fine.X) <= 1e-9)
+        np.testing.assert_allclose(first[0], cluster_means(X0, labels)[labels])
+        np.testing.assert_array_equal(first[1], guesses if guesses.ndim == 2 else guesses[0])
+
+
 def test_a_failed_warm_repair_leaves_the_certifier_as_the_warm_round_left_it(monkeypatch):
     """From a two-cluster solution at λ = 100 a warm repair of two rounds does not reach
     the six clusters of λ = 3 (three rounds do): the certifier keeps the warm round's

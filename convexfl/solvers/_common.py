@@ -661,10 +661,11 @@ class Certifier:
         return ok
 
     def _polish_and_certify(self, labels, W, flows, certified=None, max_steps=None,
-                            warm_merges=False, split_from=None):
+                            warm_merges=False, split_from=None, merge_start=None):
         """Newton on the reduced problem of ``labels``; if that does not certify, the
         merges of ``labels`` from its reduced problem (:meth:`_merged`; with
-        ``warm_merges``, its solve started from Newton's candidate), then Newton again.
+        ``warm_merges``, its solve started from Newton's candidate; else from
+        ``merge_start``, a candidate ``(X, flows)``, when given), then Newton again.
         (Solvers ask for merges on warm partitions and on their last candidate only: early
         candidates are rarely refinements of the solution, and an inner solve for each
         would cost more than the iterations it saves.)
@@ -680,7 +681,8 @@ class Certifier:
             if self._newton_and_certify(labels, W, flows, certified=certified,
                                         max_steps=max_steps):
                 return True
-            warm = (self.last[0], self.last[1].flows) if warm_merges and self.last else None
+            warm = ((self.last[0], self.last[1].flows) if warm_merges and self.last
+                    else merge_start)
         else:
             warm = (split_from[0], split_from[1].flows)
         merged, W_merged = self._merged(labels, W, warm=warm)
@@ -860,11 +862,27 @@ class Certifier:
         if self.warm_from is not None and not other_lam and W.size > SMALL_NEWTON:
             self.time += time.perf_counter() - start
             return False  # the solver's first candidate is polished within its budget
-        ok = self._polish_and_certify(labels, W, flows0)
+        ok = self._polish_and_certify(labels, W, flows0,
+                                      merge_start=self._merge_start(labels, W, flows0))
         if not ok and other_lam and self.merges is not None:
             ok = self._warm_repair(labels, W, flows0)
         self.time += time.perf_counter() - start
         return ok
+
+    def _merge_start(self, labels, W, flows0):
+        """Where the merges of a warm partition start (:meth:`warm`): from its cluster means
+        and the warm start's moved flows (the first guess of ``flows0``) when SSNAL solves
+        them (:func:`merge_solver`), else from cold. Measured on the make_moons n = 2·10⁴
+        path at λ = 0.4 from λ = 0.2's solution (1571 clusters merged into 457, 2026-11-29):
+        SSNAL from cold 1.15–1.27 s (257 Newton steps, its first outer iterations at
+        σ = 60 took 50, 17, 29 and 35), from these 0.61–0.64 s (127 steps), from Newton's
+        candidate and its certificate's flows 1.06 s. ADMM's merges (``K·d ≤ 2000``) were
+        slower from a start: the n = 5000 path's λ = 0.4, 425 ms against 236 ms from cold
+        (docs/solvers.md, "Partition repair")."""
+        if flows0 is None or merge_solver(self.prob, W.shape[0]) != "ssnal":
+            return None
+        flows = flows0 if flows0.ndim == 2 else flows0[0]
+        return W[labels], flows
 
     def _warm_repair(self, labels, W, flows):
         """The repair of a failed warm partition (:meth:`warm`), at most
