@@ -142,8 +142,8 @@ def test_components_reuse_the_last_answer_only_for_an_equal_mask():
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, 7), min_size=0, max_size=60))
 def test_grouped_is_the_stable_sort_by_label(labels):
-    """The counting sort of :func:`convexfl._kernels.grouped` (the certificates' components,
-    ADMM's incidence lists) is numpy's stable argsort, its bounds where the labels change."""
+    """The counting sort of :func:`convexfl._kernels.grouped` (the certificates' search by
+    component) is numpy's stable argsort, its bounds where the labels change."""
     from convexfl._kernels import grouped
 
     lab = np.array(labels, dtype=np.int64)
