@@ -610,9 +610,9 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     best of them on each fused component (the problem is separable over the components,
     ``‖R‖² = Σ_C ‖R_C‖²``) is taken one alternating-projection step, and returned if that
     decides (along a path, most λ: ~2 ms each). Until 2026-11-29 each hint took its own
-    step, the best being chosen after: on the 79 full-size certificates of the make_moons
-    n = 5000 path, replayed, 10–15 % slower, and the path took 542 potential steps instead
-    of 418. Otherwise each component starts from the best of that start and the projected
+    step, the best being chosen after: the make_moons n = 5000 path took 542 potential
+    steps instead of 418 (its 79 full-size certificates, replayed, 3–4 % more time: within
+    the noise). Otherwise each component starts from the best of that start and the projected
     potential flow (from 0) *on that component* (measured on the make_moons path,
     λ ∈ [0.4, 0.8] at the final partitions, hint = the last λ's flows: starting residual
     2.4 against 6–13 for the potential flow, the plain projected hint 18–23; certificate
