@@ -875,7 +875,7 @@ class Certifier:
         them (:func:`merge_solver`), else from cold. Measured on the make_moons n = 2·10⁴
         path at λ = 0.4 from λ = 0.2's solution (1571 clusters merged into 457, 2026-11-29):
         SSNAL from cold 1.15–1.27 s (257 Newton steps, its first outer iterations at
-        σ = 60 took 50, 17, 29 and 35), from these 0.61–0.64 s (127 steps), from Newton's
+        σ ≈ 58 took 50, 17, 29 and 35), from these 0.61–0.64 s (127 steps), from Newton's
         candidate and its certificate's flows 1.06 s. ADMM's merges (``K·d ≤ 2000``) were
         slower from a start: the n = 5000 path's λ = 0.4, 425 ms against 236 ms from cold
         (docs/solvers.md, "Partition repair")."""
