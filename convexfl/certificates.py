@@ -180,7 +180,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     cap = lam * graph.weights
 
     # fixed part: gradients plus the flows of the non-fused edges
-    from ._flow_kernels import moving_flows, put_rows
+    from ._flow_kernels import flow_residual, moving_flows, put_rows, sq_norm
 
     G, u_all = moving_flows(np.ascontiguousarray(grad, dtype=float),
                             np.ascontiguousarray(X, dtype=float), graph.edges, cap, dist, fused)
@@ -197,9 +197,10 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
         atarget = target / normalised(1.0, gn)
     at = np.flatnonzero(fused)  # take() with indices: 4x faster than boolean indexing
     hint = None if flows is None else flows.take(at, axis=-2)
-    upper, lower, iters, u_fused = _min_residual(G, graph.edges.take(at, axis=0),
-                                                 graph.weights.take(at), lam, hint, rtol,
-                                                 max_iter, atarget)
+    fused_edges = graph.edges.take(at, axis=0)
+    _, lower, iters, u_fused = _min_residual(G, fused_edges, graph.weights.take(at), lam, hint,
+                                             rtol, max_iter, atarget, graph.elimination_rank)
+    upper = float(np.sqrt(sq_norm(flow_residual(G, fused_edges, u_fused))))  # afresh
     put_rows(u_all, at, u_fused)
     return _certificate(prob, X, dist, G, u_all, upper, lower, gn, tol, fused, rtol, iters)
 
@@ -350,6 +351,44 @@ class LDLFactor:
                                 for c in range(b.shape[1])])
 
 
+class OrderedLDL:
+    """``L D Lᵀ`` of the grounded Laplacian ``L_w[keep][:, keep]`` of a graph on ``n`` nodes
+    in the elimination order of ``rank`` (a value per node; the kept nodes are eliminated by
+    increasing rank), factorised and solved by numba
+    (:func:`~convexfl._flow_kernels.ldl_factor`): the same interface as :class:`LDLFactor`
+    (rows of a right-hand side are the kept nodes in increasing index).
+
+    The certificates' fused subgraphs take the order of their whole graph
+    (:attr:`convexfl.graphs.Graph.elimination_rank`, approximate minimum degree once) instead
+    of a new ordering each: the fill of a subgraph in the order it inherits is at most that
+    of the whole graph's factor on its nodes (every path of the subgraph is one of the graph),
+    and qdldl's ordering and analysis were most of its cost. Measured on make_moons (kNN 15,
+    φ = 2; the leftmost 500, 2500 and all 5000 users; same run, min of 15), qdldl → this:
+    2.1 → 0.8, 12.8 → 5.9 and 20.0 → 9.1 ms per factorisation (qdldl's numeric part alone,
+    its ``update``: 0.3, 2.6 and 4.4 ms), as much fill (the whole graph: 1.65 against
+    1.74·10⁵ non-zeros in ``L``); a solve of two columns 0.40 → 0.57 and 0.68 → 0.76 ms.
+    """
+
+    def __init__(self, n, edges, w, keep, rank):
+        from ._flow_kernels import ldl_factor, ordered_laplacian
+
+        kept = np.flatnonzero(keep)
+        order = np.argsort(rank[kept], kind="stable")  # local row of each position
+        position = np.full(n, -1, np.int64)
+        position[kept[order]] = np.arange(kept.size)
+        self.order = order
+        self.factor = ldl_factor(*ordered_laplacian(np.ascontiguousarray(edges),
+                                                    np.ascontiguousarray(w, float),
+                                                    position, kept.size))
+        self.nnz = 2 * self.factor[1].size + kept.size
+
+    def solve(self, b):
+        from ._flow_kernels import ldl_solve_ordered
+
+        block = np.ascontiguousarray(b.reshape(b.shape[0], -1), dtype=float)
+        return ldl_solve_ordered(*self.factor, self.order, block).reshape(b.shape)
+
+
 class PatternLDL:
     """Factorisations ``M = P L D Lᵀ Pᵀ`` of symmetric positive definite sparse matrices by
     qdldl (approximate-minimum-degree ordering ``P``, no pivoting: the diagonal pivots of a
@@ -390,7 +429,7 @@ class PatternLDL:
 BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) LU
 
 
-def _potential_factor(n, edges, w):
+def _potential_factor(n, edges, w, rank=None):
     """``(comp, counts, free, lu, clique_scale, blocks, size)`` for the fused subgraph with
     weights ``w`` (``size``: its nodes and the non-zeros of its LUs, its blocks' included).
 
@@ -401,16 +440,20 @@ def _potential_factor(n, edges, w):
     ``BLOCK_MIN`` nodes are ``blocks``, ``(nodes, entry)`` with the entry of the component
     alone (its own LU, found in the cache when the component was there before: along a
     path most clusters outlive a merge elsewhere), and ``lu`` is the LU of the grounded
-    Laplacian of the rest (``free`` nodes). Entries are cached (along a path only λ
+    Laplacian of the rest (``free`` nodes): :class:`OrderedLDL` in the elimination order of
+    the nodes' ``rank`` when given (the certificates give their graph's), else qdldl's
+    :class:`LDLFactor`. Entries are cached (along a path only λ
     changes, and it only scales; a component searched alone has its own entry:
     :func:`_search_components`), least recently used out first once their sizes add up to
     more than ``POTENTIAL_CACHE_NNZ`` (or there are more than ``POTENTIAL_CACHE_ENTRIES``)."""
-    key = (n, hash(edges.tobytes()), hash(w.tobytes()))
+    from ._flow_kernels import fingerprint
+
+    key = (n, int(fingerprint(np.ascontiguousarray(edges), np.ascontiguousarray(w, float))))
     hit = _POTENTIAL_CACHE.pop(key, None)
     if hit is not None:
         _POTENTIAL_CACHE[key] = hit  # the most recent last
         return hit
-    hit = _POTENTIAL_CACHE[key] = _new_potential_factor(n, edges, w)
+    hit = _POTENTIAL_CACHE[key] = _new_potential_factor(n, edges, w, rank)
     size = sum(entry[6] for entry in _POTENTIAL_CACHE.values())
     while len(_POTENTIAL_CACHE) > 1 and (size > POTENTIAL_CACHE_NNZ
                                          or len(_POTENTIAL_CACHE) > POTENTIAL_CACHE_ENTRIES):
@@ -418,7 +461,7 @@ def _potential_factor(n, edges, w):
     return hit
 
 
-def _new_potential_factor(n, edges, w):
+def _new_potential_factor(n, edges, w, rank=None):
     """The entry of :func:`_potential_factor`, computed."""
     from ._flow_kernels import clique_components, masked_components
 
@@ -440,10 +483,14 @@ def _new_potential_factor(n, edges, w):
                 es = np.flatnonzero(ecomp == c)
                 blocks.append((nodes, _potential_factor(
                     nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
-                    np.ascontiguousarray(w.take(es)))))
+                    np.ascontiguousarray(w.take(es)), None if rank is None else rank[nodes])))
             free &= ~np.isin(comp, big)
-    lu = (LDLFactor(grounded_laplacian(n, edges, w, free, upper=True), upper=True)
-          if np.any(free) else None)
+    if not np.any(free):
+        lu = None
+    elif rank is None:
+        lu = LDLFactor(grounded_laplacian(n, edges, w, free, upper=True), upper=True)
+    else:
+        lu = OrderedLDL(n, edges, w, free, rank)
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
     return comp, counts, free, lu, clique_scale, blocks, size
 
@@ -470,10 +517,12 @@ def grounded_laplacian(n, edges, w, keep, *, upper=False):
                          shape=(size, size))
 
 
-def _potential_solver(n, edges, w, lam=1.0):
+def _potential_solver(n, edges, w, lam=1.0, entry=None, rank=None):
     """``(flow, means)``: the :class:`_PotentialFlow` of the fused subgraph and its ``R ↦
-    R̄``."""
-    flow = _PotentialFlow(n, edges, w, lam)
+    R̄`` (``entry``: its :func:`_potential_factor`, when looked up already; else looked up
+    with the nodes' elimination ``rank``, when given)."""
+    flow = _PotentialFlow(n, edges, w, lam, entry if entry is not None
+                          else _potential_factor(n, edges, w, rank))
     return flow, flow.means
 
 
@@ -489,8 +538,10 @@ class _PotentialFlow:
     projects (one alternating-projection step).
     """
 
-    def __init__(self, n, edges, w, lam=1.0):
-        comp, counts, free, lu, clique_scale, blocks, _ = _potential_factor(n, edges, w)
+    def __init__(self, n, edges, w, lam=1.0, entry=None):
+        if entry is None:
+            entry = _potential_factor(n, edges, w)
+        comp, counts, free, lu, clique_scale, blocks, _ = entry
         self.comp, self.counts, self.lam = comp, counts, lam
         self.edges, self.cap = np.ascontiguousarray(edges), lam * np.asarray(w, dtype=float)
         self.in_clique = np.flatnonzero(clique_scale > 0)
@@ -529,17 +580,19 @@ class _PotentialFlow:
         Bᵀu``, then ``SMOOTH_SWEEPS`` passes of coordinate descent over the edges:
         ``(v, R_v, ‖R_v‖²)``, ``v = S(Π(u + flow(R)))`` (each row onto its capacity ball,
         :func:`~convexfl._flow_kernels.potential_step`; ``S`` the passes,
-        :func:`~convexfl._flow_kernels.smooth_flows`) and ``R_v = G + Bᵀv`` recomputed from
-        ``v``. The potential flow moves the excess across the whole component at once, but
-        its projection leaves a residual at the ends of every edge it clipped; the passes
-        spread that locally, each edge taking the best flow for its two ends."""
+        :func:`~convexfl._flow_kernels.smooth_flows`) and ``R_v = G + Bᵀv``. The potential
+        flow moves the excess across the whole component at once, but its projection leaves
+        a residual at the ends of every edge it clipped; the passes spread that locally,
+        each edge taking the best flow for its two ends. ``R_v`` is computed from the
+        projected flows and then updated by the passes in place (the rounding of
+        ``SMOOTH_SWEEPS`` more additions per edge end): :func:`kkt_residual` computes the
+        residual of the flows it returns afresh."""
         from ._flow_kernels import flow_residual, potential_step, smooth_flows, sq_norm
 
         v = potential_step(np.ascontiguousarray(u), self.phi(R), self.edges, self.cap)
         R_v = flow_residual(G, self.edges, v)
         if SMOOTH_SWEEPS:
             smooth_flows(R_v, v, self.edges, self.cap, SMOOTH_SWEEPS)
-            R_v = flow_residual(G, self.edges, v)
         return v, R_v, sq_norm(R_v)
 
 
@@ -601,7 +654,7 @@ class _Anderson:
         return v, R, sq_norm(R)
 
 
-def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
+def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None, rank=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
     ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
 
@@ -640,11 +693,17 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     atol = 1e-13 * (1.0 + float(np.linalg.norm(G)))
     lower2 = 0.0
     solver = []  # the potential flow, factorised at its first use
+    entry = []  # its _potential_factor, looked up once
+
+    def factor_entry():
+        if not entry:
+            entry.append(_potential_factor(G.shape[0], edges, w, rank))
+        return entry[0]
 
     def potential():
         nonlocal lower2
         if not solver:
-            flow, means = _potential_solver(G.shape[0], edges, w, lam)
+            flow, means = _potential_solver(G.shape[0], edges, w, lam, factor_entry())
             solver.append(flow)
             # z = Ḡ (the component means, the residual of the unprojected potential flow)
             # has no penalty on the fused edges: g(Ḡ) = ½‖Ḡ‖², a lower bound
@@ -674,7 +733,7 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
             return up, float(np.sqrt(2 * lower2)), 0, v  # bounds: no factorisation
         starts.append(v)
         scored.append(R)
-    comp = _potential_factor(G.shape[0], edges, w)[0]
+    comp = factor_entry()[0]
     if starts:  # the hints' best on each component, then one projection step from it
         u, R = _best_by_component(starts, scored, comp, edges)
         up = float(np.sqrt(sq_norm(R)))
@@ -699,7 +758,7 @@ def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None):
     if R is None:
         return upper, float(np.sqrt(2 * lower2)), it, u
     upper, lower, more, u = _search_components(G, edges, w, lam, u, R, lower2, comp, rtol,
-                                               max_iter - it, atarget, atol)
+                                               max_iter - it, atarget, atol, rank)
     return upper, lower, it + more, u
 
 
@@ -741,7 +800,8 @@ def _component_sq(R, comp):
 FREE_SHARE = 0.1  # the components left alone hold at most this share of target²
 
 
-def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, atarget, atol):
+def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, atarget, atol,
+                       rank=None):
     """:func:`_search` on each fused component that needs it, from the flows ``u`` (residual
     ``R``), each with its own acceleration and stopping test: the problem is separable,
     ``‖R‖² = Σ_C ‖R_C‖²`` and ``g(z) = Σ_C g_C(z_C)``, so the bounds are sums of the
@@ -802,7 +862,8 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
             local[nodes] = np.arange(nodes.size)
             sub_edges = local[edges.take(es, axis=0)]
             target = None if share is None else float(np.sqrt(max(share[c], 0.0)))
-            sub_potential = _potential_solver(nodes.size, sub_edges, w.take(es), lam)[0]
+            sub_potential = _potential_solver(nodes.size, sub_edges, w.take(es), lam,
+                                              rank=None if rank is None else rank[nodes])[0]
             up_c, low2_c, it_c, u_c, _ = _search(
                 np.ascontiguousarray(G.take(nodes, axis=0)), sub_edges, lam * w.take(es),
                 u.take(es, axis=0), np.ascontiguousarray(R.take(nodes, axis=0)), 0.0,

@@ -96,6 +96,23 @@ class Graph:
                               (np.r_[e, e], np.r_[i, j])), shape=(self.n_edges, self.n_nodes))
 
     @cached_property
+    def elimination_rank(self) -> np.ndarray:
+        """Each node's place in an approximate-minimum-degree elimination order of the
+        weighted Laplacian (qdldl's ordering of ``L_w + I``), computed once: the
+        certificates factorise the grounded Laplacians of fused subgraphs in the order
+        their nodes inherit from it (:class:`convexfl.certificates.OrderedLDL`)."""
+        import qdldl
+
+        from .certificates import grounded_laplacian
+
+        n = self.n_nodes
+        M = grounded_laplacian(n, self.edges, self.weights, np.ones(n, bool), upper=True)
+        order = qdldl.Solver(M + sp.eye(n, format="csc"), upper=True).factors()[2]
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n)
+        return rank
+
+    @cached_property
     def _components(self):
         return connected_components(self.adjacency, directed=False)
 

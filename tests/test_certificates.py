@@ -898,3 +898,78 @@ def test_grounded_laplacian_is_the_laplacian_restricted_to_the_kept_nodes():
     b = rng.standard_normal(int(keep.sum()))
     np.testing.assert_allclose(certificates.LDLFactor(U, upper=True).solve(b),
                                np.linalg.solve(L[np.ix_(keep, keep)], b), rtol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 30), density=st.floats(0.05, 0.6), repeats=st.integers(0, 3),
+       seed=st.integers(0, 10**6))
+def test_ordered_ldl_solves_the_grounded_laplacian_in_any_order(n, density, repeats, seed):
+    """The numba ``L D Lᵀ`` in an inherited elimination order (any ranks, repeated edges
+    summed) solves ``L_w[keep][:, keep]`` as a dense solve does, one column or a block."""
+    rng = np.random.default_rng(seed)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < density]
+    pairs += [(i, i + 1) for i in range(n - 1)]  # connected: the grounded matrix is SPD
+    pairs += [pairs[rng.integers(len(pairs))] for _ in range(repeats)]
+    edges = np.array(pairs, dtype=np.int64)
+    w = rng.random(len(edges)) + 0.1
+    keep = np.ones(n, bool)
+    keep[rng.integers(n)] = False  # grounded
+    L = np.zeros((n, n))
+    for (i, j), w_e in zip(edges, w, strict=True):
+        L[[i, j], [i, j]] += w_e
+        L[i, j] -= w_e
+        L[j, i] -= w_e
+    M = L[np.ix_(keep, keep)]
+    factor = certificates.OrderedLDL(n, edges, w, keep, rng.permutation(n))
+    b = rng.standard_normal((int(keep.sum()), 3))
+    np.testing.assert_allclose(M @ factor.solve(b), b, atol=1e-9 * (1 + np.abs(M).max()))
+    np.testing.assert_allclose(M @ factor.solve(b[:, 0]), b[:, 0],
+                               atol=1e-9 * (1 + np.abs(M).max()))
+
+
+def test_an_inherited_order_fills_no_more_than_the_whole_graphs():
+    """A subgraph factorised in the order of its whole graph
+    (:attr:`~convexfl.graphs.Graph.elimination_rank`) fills at most the whole graph's
+    factor on its nodes: every path of the subgraph is one of the graph."""
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((300, 2))
+    graph = cfl.graphs.knn(A, 8)
+    rank = graph.elimination_rank
+    assert np.array_equal(np.sort(rank), np.arange(300))
+    keep = np.ones(300, bool)
+    keep[int(np.argmin(rank))] = False
+    whole = certificates.OrderedLDL(300, graph.edges, graph.weights, keep, rank)
+    sub = rng.random(graph.n_edges) < 0.5
+    part = certificates.OrderedLDL(300, graph.edges[sub], graph.weights[sub], keep, rank)
+    assert part.nnz <= whole.nnz
+
+
+def test_the_certificates_cache_key_tells_edges_and_weights_apart():
+    from convexfl._flow_kernels import fingerprint
+
+    rng = np.random.default_rng(3)
+    edges = rng.integers(0, 500, (2000, 2))
+    w = rng.random(2000)
+    key = fingerprint(edges, w)
+    other = edges.copy()
+    other[7, 1] += 1
+    nudged = w.copy()
+    nudged[11] = np.nextafter(nudged[11], 2.0)
+    assert fingerprint(other, w) != key and fingerprint(edges, nudged) != key
+    assert fingerprint(edges[:-1], w[:-1]) != key
+    assert fingerprint(np.ascontiguousarray(edges.astype(np.int32)), w) == key
+
+
+def test_the_reported_upper_bound_is_the_residual_of_the_returned_flows():
+    """The flow search updates its residual in place (the coordinate passes): the
+    certificate's upper bound is computed afresh from the flows it returns."""
+    from convexfl._flow_kernels import flow_residual
+
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((80, 2))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 0.2)
+    X = cfl.solve(prob).X + 1e-4 * rng.standard_normal(A.shape)
+    cert = kkt_residual(prob, X, fuse_tol=1e-2)
+    grad = prob.loss.grad(X)
+    R = flow_residual(grad, prob.graph.edges, cert.flows)
+    assert cert.kkt_abs == pytest.approx(np.linalg.norm(R), rel=1e-12)

@@ -75,10 +75,10 @@ def test_merges_after_a_split_start_from_the_candidate_that_was_split(monkeypatc
 
     monkeypatch.setattr(Certifier, "_certify", record)
 
-    def merges(p, labels, W, max_size=None, warm=None):
+    def merges(p, labels, W, max_size=None, warm=None, coarsening=False):
         events.append(("merges", int(labels.max()) + 1,
                        None if warm is None else any(warm[0] is X for X in certified)))
-        return reduced_merges(p, labels, W, max_size, warm)
+        return reduced_merges(p, labels, W, max_size, warm, coarsening)
 
     certifier = Certifier(prob, 1e-6, polish=True, merges=merges)
     one = np.zeros(prob.n_users, dtype=int)
@@ -192,9 +192,9 @@ def test_a_warm_partition_s_merges_start_from_the_moved_flows_when_ssnal_solves_
     assert fine.n_clusters > ref.n_clusters
     starts = []
 
-    def merges(p, labels, W, max_size=None, warm=None):
+    def merges(p, labels, W, max_size=None, warm=None, coarsening=False):
         starts.append(warm)
-        return reduced_merges(p, labels, W, max_size, warm)
+        return reduced_merges(p, labels, W, max_size, warm, coarsening)
 
     X0, flows0 = warm_start_arrays(prob, None, None, fine)
     guesses = flow_guesses(prob, fine, flows0)

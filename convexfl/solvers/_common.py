@@ -299,7 +299,7 @@ def _exact_slope(prob: SumOfNorms, warm: Solution, X, flows, fused, slope, targe
     div = flow_residual(-drift, edges, s_at)  # B_F s − ΔR/Δλ
     goal = target / (10 * max(prob.lam, 1.0))
     up, _, _, v = _min_residual(-div, edges, prob.graph.weights[at], 1.0, s_at, 1e-3,
-                                SLOPE_FLOW_ITER, goal)
+                                SLOPE_FLOW_ITER, goal, prob.graph.elimination_rank)
     if up > goal:
         return None
     slope = slope.copy()
@@ -547,9 +547,9 @@ def merge_solver(prob: SumOfNorms, k: int) -> str | None:
 class Certifier:
     """Build, polish and certify candidates; keeps timing and counts.
 
-    ``merges(prob, labels, W, max_size, warm)`` is the reduced-problem solve that gives the
-    merges of a partition (:func:`convexfl.solvers.admm.reduced_merges`); ``None``: Newton
-    only (the certifier of that inner solve itself).
+    ``merges(prob, labels, W, max_size, warm, coarsening)`` is the reduced-problem solve
+    that gives the merges of a partition (:func:`convexfl.solvers.admm.reduced_merges`);
+    ``None``: Newton only (the certifier of that inner solve itself).
     """
 
     def __init__(self, prob: SumOfNorms, tol: float, *, polish: bool, cert_max_iter=1000,
@@ -805,7 +805,7 @@ class Certifier:
         when given. Returns ``(labels, W)`` or ``(None, None)``."""
         if self.merges is None or not (any_size or merge_solver(self.prob, W.shape[0])):
             return None, None
-        return self.merges(self.prob, labels, W, None, warm)
+        return self.merges(self.prob, labels, W, None, warm, coarsening=any_size)
 
     def untried(self, fused_mask, stable=False):
         """True when the partition of ``fused_mask`` is new and its Newton system small

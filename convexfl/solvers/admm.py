@@ -115,7 +115,7 @@ def solve_admm(prob, *, tol: float = 1e-6, max_iter: int = 20000, rho: float | N
 MERGES_MAX_ITER = 1000  # ADMM iterations of reduced_merges' inner solve
 
 
-def reduced_merges(prob, labels, W, max_size=None, warm=None):
+def reduced_merges(prob, labels, W, max_size=None, warm=None, coarsening=False):
     """The merges of the partition ``labels`` of (SON) ``prob`` at its λ: the reduced
     problem (K super-users, ``K·d ≤ max_size`` when given) solved to ``1e-9`` for its exact
     fusions (the merges are a candidate's: the caller polishes and certifies them).
@@ -124,8 +124,18 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None):
     where it names none (a coarsening attempt, ``max_size=None``: its capped iterations
     are the bounded cost).
 
-    ADMM's certificates are polished by Newton only (no merges inside), or its exact
-    fusions taken after ``MERGES_MAX_ITER`` iterations. Measured on a kNN10 mixture path
+    ADMM's certificates are polished by Newton only (no merges inside), and only from a
+    ``warm`` start or in a ``coarsening`` attempt (:meth:`Certifier.coarsen
+    <convexfl.solvers._common.Certifier.coarsen>`); its exact fusions are taken after
+    ``MERGES_MAX_ITER`` iterations. From cold, ADMM's early exact fusions join clusters
+    that are apart at the solution, which no polish undoes: on the make_moons n = 5000
+    path, λ = 0.4 from λ = 0.2's solution (197 super-users), the inner solve's 13
+    certificates (11 polishes of ~20 Newton steps) took 147–176 ms of its 190–230 ms, none
+    certified, and its 1000 iterations ended at 81 clusters, a wrong fusion included;
+    without them it took 41 ms and ended at 83, one merge short of the answer's 82 (in the
+    path 212 → 48 ms; that λ with the day's certificate changes, four solves each,
+    alternating: 242–330 → 129–200 ms; a kNN10 mixture path, N = 2000, 20 λ from 0.3 to 6:
+    17.4 s either way). Measured on a kNN10 mixture path
     (N = 3000, d = 3, 40 λ from 0.3 to 6, every λ certified), whose many-cluster λ ask for
     merges of reduced problems of up to 1471 super-users: 5000 iterations there took the
     merges 91 s of the path's 199 s, 1000 iterations 54.5 s of 177 s. ``warm``: a
@@ -172,6 +182,7 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None):
     else:
         inner = _solve_son(red.inner, **dict(solve_admm.__kwdefaults__, tol=1e-9,
                                              max_iter=MERGES_MAX_ITER, merges=None,
+                                             polish=warm is not None or coarsening,
                                              **_reduced_start(prob, red, warm)))
     if not np.all(np.isfinite(inner.X)):
         return None, None
