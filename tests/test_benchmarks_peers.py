@@ -117,3 +117,24 @@ def test_ccmm_tau_is_its_fusion_threshold():
     _, loose = peers.ccmm_path(A, graph, [1e-3], tau=0.5)
     assert default["n_clusters"][0] == 60
     assert loose["n_clusters"][0] < 60
+
+
+def test_path_contenders_take_their_rounds_in_turn():
+    """Each round times every contender once, so a slow stretch of the machine reaches all
+    of them; each keeps its fastest round's result and every round's time."""
+    calls = []
+    times = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 6.0, 4.0])}
+
+    def contender(name):
+        def run():
+            calls.append(name)
+            t = next(times[name])
+            return f"{name}{t}", t
+        return run
+
+    out = versus._interleaved_rounds({"a": contender("a"), "b": contender("b")}, 3)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    assert out["a"] == ("a1.0", 1.0, [3.0, 1.0, 2.0])
+    assert out["b"] == ("b4.0", 4.0, [5.0, 6.0, 4.0])
+    assert versus._rounds_note([1.0, 2.5]) == "; rounds 1.00/2.50 s"
+    assert versus._rounds_note([1.0]) == ""
