@@ -135,10 +135,11 @@ def reduced_merges(prob, labels, W, max_size=None, warm=None, coarsening=False):
     without them it took 41 ms and ended at 83, one merge short of the answer's 82 (in the
     path 212 → 48 ms; that λ with the day's certificate changes, four solves each,
     alternating: 242–330 → 129–200 ms; a kNN10 mixture path, N = 2000, 20 λ from 0.3 to 6:
-    17.4 s either way). Measured on a kNN10 mixture path
-    (N = 3000, d = 3, 40 λ from 0.3 to 6, every λ certified), whose many-cluster λ ask for
-    merges of reduced problems of up to 1471 super-users: 5000 iterations there took the
-    merges 91 s of the path's 199 s, 1000 iterations 54.5 s of 177 s. ``warm``: a
+    17.4 s either way, measured with the coarsening attempts unpolished as well).
+    Measured on a kNN10 mixture path (N = 3000, d = 3, 40 λ from 0.3 to 6, every λ
+    certified), whose many-cluster λ ask for merges of reduced problems of up to 1471
+    super-users: 5000 iterations there took the merges 91 s of the path's 199 s, 1000
+    iterations 54.5 s of 177 s. ``warm``: a
     candidate ``(X, flows)`` of ``prob`` (in a repair, the candidate whose clusters
     ``labels`` split), from which the inner solve starts: its cluster means and
     its flows summed over each pair of clusters
