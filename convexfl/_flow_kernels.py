@@ -296,16 +296,38 @@ def potential_step(u, phi, edges, cap):
 
 
 @njit(cache=True)
-def smooth_flows(R, u, edges, cap, n_sweeps):
+def smooth_flows(R, u, edges, cap, n_sweeps, rtol=0.0):
     """``n_sweeps`` passes of exact block coordinate descent on ``½‖R‖²``, ``R = G + Bᵀu``, over
     the edges in their order, in place: edge ``e = (i, j)`` takes
     ``u_e ← Π(u_e + (R_j − R_i)/2)``, the minimiser of ``‖R_i‖² + ‖R_j‖²`` over its own ball
     ``‖u_e‖ ≤ c_e`` with the other flows fixed, and ``R_i``, ``R_j`` follow. No pass increases
     ``‖R‖``; ``R`` is updated incrementally, so a caller that certifies recomputes it from
-    ``u``."""
-    d = R.shape[1]
+    ``u``. Each pass goes over the edges with an end whose residual is above
+    ``rtol · ‖R‖/√n`` at its start (the others could move only by as much; with
+    ``rtol = 0``, over those with any residual at an end: an edge with none moves no flow)."""
+    n, d = R.shape
+    active = np.empty(n, np.bool_)
+    at = np.empty(edges.shape[0], np.int64)
     for _ in range(n_sweeps):
+        total = 0.0
+        for i in range(n):
+            s = 0.0
+            for k in range(d):
+                s += R[i, k] * R[i, k]
+            total += s
+        floor = rtol * rtol * total / max(n, 1)
+        for i in range(n):
+            s = 0.0
+            for k in range(d):
+                s += R[i, k] * R[i, k]
+            active[i] = s > floor
+        m = 0
         for e in range(edges.shape[0]):
+            if active[edges[e, 0]] or active[edges[e, 1]]:
+                at[m] = e
+                m += 1
+        for t in range(m):
+            e = at[t]
             i = edges[e, 0]
             j = edges[e, 1]
             s = 0.0

@@ -522,6 +522,29 @@ def test_one_coordinate_pass_is_not_the_least_residual_many_are():
     np.testing.assert_allclose(u.ravel(), [-1.0, -1.0])
 
 
+def test_coordinate_passes_skip_edges_whose_ends_carry_no_residual():
+    """With ``rtol`` each pass goes over the edges with an end above ``rtol`` times the rms
+    residual at its start: on a path ``0 − 1 − 2 − 3 − 4`` with the residual at node 0 only,
+    the first pass moves the flows of edges (0, 1) and, since node 1 then has a residual,
+    the second pass those of (1, 2) too, while (3, 4) never moves; every pass still lowers
+    ``‖R‖`` and keeps ``R = G + Bᵀu``."""
+    from convexfl._flow_kernels import flow_residual, smooth_flows
+
+    edges = np.array([[0, 1], [1, 2], [2, 3], [3, 4]])
+    G = np.zeros((5, 2))
+    G[0] = [1.0, -2.0]
+    cap = np.full(4, 10.0)
+    u = np.zeros((4, 2))
+    R = flow_residual(G, edges, u)
+    smooth_flows(R, u, edges, cap, 1, 1e-3)
+    assert np.any(u[0] != 0) and np.all(u[1:] == 0)
+    before = np.linalg.norm(R)
+    smooth_flows(R, u, edges, cap, 1, 1e-3)
+    assert np.all(u[1] != 0) and np.all(u[3] == 0)
+    assert np.linalg.norm(R) < before
+    np.testing.assert_allclose(R, flow_residual(G, edges, u), atol=1e-15)
+
+
 def test_anderson_mixing_speeds_up_a_slow_linear_fixed_point_iteration():
     from convexfl.certificates import _Anderson
 
