@@ -199,7 +199,7 @@ def kkt_residual(prob, X, *, fuse_tol: float | None = None, flows=None, rtol: fl
     hint = None if flows is None else flows.take(at, axis=-2)
     fused_edges = graph.edges.take(at, axis=0)
     _, lower, iters, u_fused = _min_residual(G, fused_edges, graph.weights.take(at), lam, hint,
-                                             rtol, max_iter, atarget, graph.elimination_rank)
+                                             rtol, max_iter, atarget, elimination_order(graph))
     upper = float(np.sqrt(sq_norm(flow_residual(G, fused_edges, u_fused))))  # afresh
     put_rows(u_all, at, u_fused)
     return _certificate(prob, X, dist, G, u_all, upper, lower, gn, tol, fused, rtol, iters)
@@ -426,6 +426,27 @@ class PatternLDL:
         return self.solver.solve
 
 
+ORDER_MAX_USERS = 20_000  # the graphs whose certificates factorise in the graph's order: its
+# ordering costs about one factorisation of the whole graph, which grows fast with the
+# graph's dimension (qdldl, kNN10 mixtures in d = 3: 5000 users 0.08 s, 10⁴ 0.17 s,
+# 2·10⁴ 0.95 s, 5·10⁴ 9.6 s, 10⁵ 48 s; make_moons kNN 15: 5000 0.03 s, 2·10⁴ 0.13 s)
+
+
+def _ranks_of(rank, nodes):
+    """``rank`` (None, ranks, or a function giving them) restricted to ``nodes``, as lazily."""
+    if callable(rank):
+        return lambda: rank()[nodes]
+    return None if rank is None else rank[nodes]
+
+
+def elimination_order(graph):
+    """What the certificates of ``graph`` factorise in: a function giving
+    :attr:`~convexfl.graphs.Graph.elimination_rank` (computed at the first factorisation
+    that needs it, then kept by the graph) up to ``ORDER_MAX_USERS`` users; above, None
+    (qdldl orders each fused subgraph itself)."""
+    return (lambda: graph.elimination_rank) if graph.n_nodes <= ORDER_MAX_USERS else None
+
+
 BLOCK_MIN = 200  # a component of at least this many nodes has its own (cached) LU
 
 
@@ -462,7 +483,10 @@ def _potential_factor(n, edges, w, rank=None):
 
 
 def _new_potential_factor(n, edges, w, rank=None):
-    """The entry of :func:`_potential_factor`, computed."""
+    """The entry of :func:`_potential_factor`, computed (``rank``: the nodes' elimination
+    ranks, or a function that gives them, called here, or None)."""
+    if callable(rank):
+        rank = rank()
     from ._flow_kernels import clique_components, masked_components
 
     comp, n_comp = masked_components(n, edges, np.ones(len(edges), np.bool_))
@@ -483,7 +507,7 @@ def _new_potential_factor(n, edges, w, rank=None):
                 es = np.flatnonzero(ecomp == c)
                 blocks.append((nodes, _potential_factor(
                     nodes.size, np.ascontiguousarray(local[edges.take(es, axis=0)]),
-                    np.ascontiguousarray(w.take(es)), None if rank is None else rank[nodes])))
+                    np.ascontiguousarray(w.take(es)), _ranks_of(rank, nodes))))
             free &= ~np.isin(comp, big)
     if not np.any(free):
         lu = None
@@ -868,7 +892,7 @@ def _search_components(G, edges, w, lam, u, R, lower2, comp, rtol, max_iter, ata
             sub_edges = local[edges.take(es, axis=0)]
             target = None if share is None else float(np.sqrt(max(share[c], 0.0)))
             sub_potential = _potential_solver(nodes.size, sub_edges, w.take(es), lam,
-                                              rank=None if rank is None else rank[nodes])[0]
+                                              rank=_ranks_of(rank, nodes))[0]
             up_c, low2_c, it_c, u_c, _ = _search(
                 np.ascontiguousarray(G.take(nodes, axis=0)), sub_edges, lam * w.take(es),
                 u.take(es, axis=0), np.ascontiguousarray(R.take(nodes, axis=0)), 0.0,

@@ -286,7 +286,7 @@ def _exact_slope(prob: SumOfNorms, warm: Solution, X, flows, fused, slope, targe
     (the certificate's, absolute) over ``10 λ`` keeps them within a tenth of it over a
     stretch as long as λ itself."""
     from .._flow_kernels import flow_residual
-    from ..certificates import _min_residual
+    from ..certificates import _min_residual, elimination_order
 
     def residual(sol_X, sol_flows):
         grad = np.ascontiguousarray(prob.loss.grad(sol_X), dtype=float)
@@ -299,7 +299,7 @@ def _exact_slope(prob: SumOfNorms, warm: Solution, X, flows, fused, slope, targe
     div = flow_residual(-drift, edges, s_at)  # B_F s − ΔR/Δλ
     goal = target / (10 * max(prob.lam, 1.0))
     up, _, _, v = _min_residual(-div, edges, prob.graph.weights[at], 1.0, s_at, 1e-3,
-                                SLOPE_FLOW_ITER, goal, prob.graph.elimination_rank)
+                                SLOPE_FLOW_ITER, goal, elimination_order(prob.graph))
     if up > goal:
         return None
     slope = slope.copy()
