@@ -545,7 +545,7 @@ def _potential_solver(n, edges, w, lam=1.0, entry=None, rank=None):
     """``(flow, means)``: the :class:`_PotentialFlow` of the fused subgraph and its ``R ↦
     R̄`` (``entry``: its :func:`_potential_factor`, when looked up already; else looked up
     with the nodes' elimination ``rank``, when given)."""
-    flow = _PotentialFlow(n, edges, w, lam, entry if entry is not None
+    flow = _PotentialFlow(edges, w, lam, entry if entry is not None
                           else _potential_factor(n, edges, w, rank))
     return flow, flow.means
 
@@ -562,9 +562,7 @@ class _PotentialFlow:
     projects (one alternating-projection step).
     """
 
-    def __init__(self, n, edges, w, lam=1.0, entry=None):
-        if entry is None:
-            entry = _potential_factor(n, edges, w)
+    def __init__(self, edges, w, lam, entry):
         comp, counts, free, lu, clique_scale, blocks, _ = entry
         self.comp, self.counts, self.lam = comp, counts, lam
         self.edges, self.cap = np.ascontiguousarray(edges), lam * np.asarray(w, dtype=float)
@@ -685,7 +683,10 @@ class _Anderson:
 
 def _min_residual(G, edges, w, lam, hint, rtol, max_iter, atarget=None, rank=None):
     """Certified bounds ``(upper, lower, iterations, u)`` on ``min ‖G + B u‖_F`` s.t.
-    ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``).
+    ``‖u_e‖ ≤ c_e = λ w_e`` (``u`` the feasible flow attaining ``upper``, up to the rounding
+    of the residual's updates in place: :func:`kkt_residual` recomputes it from ``u``).
+    ``rank``: the nodes' elimination ranks, or a function giving them, for the
+    factorisations (:class:`OrderedLDL`; None: qdldl orders each).
 
     ``hint``: none, one flow ``(E, d)`` or several ``(k, E, d)`` in order of preference;
     each is projected, and the first that decides ``atarget`` is returned. Otherwise the
