@@ -306,7 +306,7 @@ def smooth_flows(R, u, edges, cap, n_sweeps, rtol=0.0):
     ``rtol · ‖R‖/√n`` at its start (the others could move only by as much; with
     ``rtol = 0``, over those with any residual at an end: an edge with none moves no flow)."""
     n, d = R.shape
-    active = np.empty(n, np.bool_)
+    node_sq = np.empty(n)
     at = np.empty(edges.shape[0], np.int64)
     for _ in range(n_sweeps):
         total = 0.0
@@ -314,16 +314,12 @@ def smooth_flows(R, u, edges, cap, n_sweeps, rtol=0.0):
             s = 0.0
             for k in range(d):
                 s += R[i, k] * R[i, k]
+            node_sq[i] = s
             total += s
         floor = rtol * rtol * total / max(n, 1)
-        for i in range(n):
-            s = 0.0
-            for k in range(d):
-                s += R[i, k] * R[i, k]
-            active[i] = s > floor
         m = 0
         for e in range(edges.shape[0]):
-            if active[edges[e, 0]] or active[edges[e, 1]]:
+            if node_sq[edges[e, 0]] > floor or node_sq[edges[e, 1]] > floor:
                 at[m] = e
                 m += 1
         for t in range(m):
