@@ -490,3 +490,23 @@ def test_fusion_threshold_above_max_socp_size_is_a_certified_bracket():
     split = _two_cluster_solution(prob, exact.value)
     closed = B.fusion_threshold(prob, split=split, max_socp_size=0)
     assert closed.kind == "exact" and closed.value == pytest.approx(exact.value, rel=1e-8)
+
+
+def test_the_cut_of_a_two_cluster_solution_is_lam_hat_when_they_fuse_directly():
+    """``split_cut``: one pass over the users gives the cut between a two-cluster solution's
+    clusters, λ̂ where those two clusters fuse directly (as here: the SOCP's value) and a
+    certified lower bound on λ̂ for any other cut (``{A} | {B ∪ C}``, below λ̂); not a
+    two-cluster solution: None."""
+    from dataclasses import replace
+
+    from convexfl.bounds.fusion import split_cut
+
+    prob = _line_of_three()
+    socp = B.fusion_threshold(prob)
+    split = _two_cluster_solution(prob, socp.value)
+    assert abs(split_cut(prob, split) - socp.value) <= 1e-8 * socp.value
+    A_only = np.arange(75) < 25
+    wrong = replace(split, X=np.where(A_only[:, None], split.X.min(axis=0),
+                                      split.X.max(axis=0)))
+    assert wrong.n_clusters == 2 and split_cut(prob, wrong) < socp.value * (1 - 1e-3)
+    assert split_cut(prob, cfl.solve(prob.with_lam(0.01 * socp.value))) is None

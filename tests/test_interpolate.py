@@ -171,3 +171,52 @@ def test_interpolation_is_scale_and_offset_equivariant(moons, s, c):
     done = np.isin(grid, unit.meta["interpolated"])
     np.testing.assert_allclose(other.kkt_residual[done], unit.kkt_residual[done], atol=1e-9)
     np.testing.assert_allclose((other.X[done] - c) / s, unit.X[done], atol=1e-7)
+
+
+def test_the_path_jumps_to_the_last_lambda_below_the_fusion_threshold(moons, monkeypatch):
+    """From its first two-cluster λ the path knows the cut between the two clusters (a
+    certified lower bound on λ̂, λ̂ itself when they fuse directly, as here): it solves the
+    last λ below it, certifies those between by interpolation, proves λ̂ from that last
+    split and certifies every λ above λ̂ by the global model, with no solve. Control: without
+    the cut (as before) the jumps double, overshoot λ̂ and are halved back: more solves, the
+    same answers."""
+    import convexfl.path.trace as trace
+
+    prob, grid = moons
+    socp = cfl.bounds.fusion_threshold(prob)
+    units = prob.loss.standard[0]  # methods are called on the standard problem
+
+    def run():
+        calls = []
+
+        def counting(p, **options):
+            calls.append(p.lam)
+            return solvers.METHODS["auto"](p, **options)
+
+        monkeypatch.setitem(solvers.METHODS, "counting", counting)
+        path = cfl.son_path(prob, grid, method="counting", tol=TOL, progress=False)
+        return path, np.round(np.asarray(calls) * units.grad, 12)
+
+    path, solved = run()
+    first_two = np.round(grid[np.flatnonzero(path.n_clusters == 2)[0]], 12)
+    assert np.sum(solved >= first_two) == 2
+    assert path.meta["fusion_threshold"]["inputs"]["method"] == "split"
+    assert abs(path.lam_hat - socp.value) <= 1e-8 * socp.value
+    above = grid >= path.lam_hat
+    assert above.sum() >= 2 and np.all(path.n_clusters[above] == 1)
+    y = socp.inputs["y_star"]
+    for r in np.flatnonzero(above):
+        at = prob.with_lam(grid[r])
+        np.testing.assert_allclose(path.X[r], np.tile(y, (prob.n_users, 1)), atol=1e-12)
+        assert path.converged[r] and path.n_iter[r] == 0 and path.kkt_residual[r] <= TOL
+        assert kkt_residual(at, path.X[r]).kkt_residual <= TOL
+        assert path.objective[r] == pytest.approx(at.objective(path.X[r]), rel=1e-13)
+    assert np.all(path.n_clusters[~above] >= 2) and np.all(path.converged)
+
+    monkeypatch.setattr(trace, "_toward_fusion",
+                        lambda prob, split, grid, r, fusion, cut: (fusion, cut))
+    before, solved_before = run()
+    assert np.sum(solved_before >= first_two) > 4
+    np.testing.assert_array_equal(before.n_clusters, path.n_clusters)
+    np.testing.assert_allclose(before.X, path.X, atol=1e-6)
+    assert before.lam_hat == pytest.approx(path.lam_hat, rel=1e-9)

@@ -198,20 +198,18 @@ def _split_bracket(prob: SumOfNorms, y, G, split):
     stalls, λ̂ being a degenerate point: measured on make_moons n = 5000, relative gap 2e-2
     after 1000 iterations.)
     """
-    from ..certificates import _min_residual, _potential_solver
+    from ..certificates import _min_residual, _potential_solver, elimination_order
 
     graph = prob.graph
-    if not (split.converged and split.flows is not None and split.n_clusters == 2
-            and graph.is_connected):
+    if not _is_split(prob, split):
         return None
     S = split.labels() == 0
     i, j = graph.edges.T
     cut = S[i] != S[j]
-    g_S = G[S].sum(axis=0)
+    c, g_S = _cut(graph, G, S)
     norm = float(np.linalg.norm(g_S))
     if norm == 0.0:
         return None
-    c = norm / float(graph.weights[cut].sum())
     u = np.empty_like(G, shape=(graph.n_edges, G.shape[1]))
     out_of_S = np.where(S[i[cut]], 1.0, -1.0)  # edge (i, j) leaves S when i ∈ S
     u[cut] = -(out_of_S * c * graph.weights[cut])[:, None] * (g_S / norm)
@@ -219,10 +217,39 @@ def _split_bracket(prob: SumOfNorms, y, G, split):
     imbalance = _imbalance(G, graph.edges[cut], u[cut])
     u[inside] = _min_residual(imbalance, graph.edges[inside], graph.weights[inside], c,
                               np.asarray(split.flows, float)[inside], 1e-3,
-                              SPLIT_FLOW_ITER)[3]
-    u += _potential_solver(prob.n_users, graph.edges, graph.weights)[0](
-        _imbalance(G, graph.edges, u))
+                              SPLIT_FLOW_ITER, rank=elimination_order(graph))[3]
+    u += _potential_solver(prob.n_users, graph.edges, graph.weights,
+                           rank=elimination_order(graph))[0](_imbalance(G, graph.edges, u))
     return c, float(np.max(np.linalg.norm(u, axis=1) / graph.weights)), u
+
+
+def _is_split(prob, split):
+    """Whether ``split`` is a certified two-cluster solution with flows on a connected graph."""
+    return (split.converged and split.flows is not None and split.n_clusters == 2
+            and prob.graph.is_connected)
+
+
+def _cut(graph, G, S):
+    """``(‖Σ_{i∈S} g_i‖ / w(δS), Σ_{i∈S} g_i)`` for the users ``S`` (a boolean mask)."""
+    i, j = graph.edges.T
+    g_S = G[S].sum(axis=0)
+    return float(np.linalg.norm(g_S)) / float(graph.weights[S[i] != S[j]].sum()), g_S
+
+
+def split_cut(prob: SumOfNorms, split) -> float | None:
+    """The cut ``‖Σ_{i∈S} g_i‖ / w(δS)`` between the clusters of a certified two-cluster
+    solution ``split`` (``g_i = ∇f_i(y*)``, ``y*`` the global model): a certified lower
+    bound on λ̂ (every flow routing ``−g`` sends ``Σ_{i∈S} g_i`` across the cut), and λ̂
+    itself when the two clusters fuse directly (:func:`fusion_threshold` with ``split``
+    proves it, at a flow search's cost; this is one pass over the users). None when
+    ``split`` is not a certified two-cluster solution on a connected graph."""
+    _check_son(prob)
+    _check_split(prob, split)
+    if not _is_split(prob, split):
+        return None
+    y = _minimisers(prob.loss, np.zeros(prob.n_users, np.int64))[0]
+    return _cut(prob.graph, prob.loss.grad(np.tile(y, (prob.n_users, 1))),
+                split.labels() == 0)[0]
 
 
 def _imbalance(G, edges, u):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._validation import as_float_array, as_int, as_scalar
 from ..bounds import fusion_threshold
+from ..bounds.fusion import split_cut
 from ..problems import SumOfNorms
 from .interpolate import Segment, cluster_exact
 from .result import SolutionPath
@@ -132,7 +133,10 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
         when the path reaches it. They are listed in ``meta["interpolated"]``, with
         ``n_iter = 0``. A partition kept over a long stretch is so covered with a number of
         solves logarithmic in its length (make_moons n = 5000, 551 λ: 158 of the 169
-        two-cluster λ, 0.31 → 0.07 s).
+        two-cluster λ, 0.31 → 0.07 s). A two-cluster partition's jump goes straight to the
+        last λ below the cut between its clusters (λ̂ when they fuse directly); λ̂ is then
+        proved from that solution, and the λ above it are certified with the global model
+        and no solve (stage ``"fused above λ̂"``; :func:`_toward_fusion`).
     fuse_tol : float, optional
         Fusion distance for the clusters (default: each solution's own ``fuse_tol``).
     checkpoint : path-like, optional
@@ -252,6 +256,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
 
     prev = split = kkt_tol = fused_penalty = None
     stable, max_gap = 0, R  # λ recorded with prev's partition; the longest jump worth trying
+    cut = None  # (λ̂ or the cut of the last two-cluster partition, that partition's edges)
     ahead = {}  # grid index → (solution, wall seconds) solved ahead of the loop
     bar = tqdm(total=R, initial=start, disable=not show, desc="son_path", unit="λ")
     try:
@@ -260,7 +265,10 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             lam = float(grid[r])
             t0 = time.perf_counter()
             fused_run = False
-            gap = min(stable, max_gap, R - r, min(ahead, default=R) - r + 1)
+            reach = stable
+            if cut is not None and cols["n_clusters"][r - 1] == 2 and lam < cut[0]:
+                reach = int(np.searchsorted(grid, cut[0])) - r  # up to the last λ below it
+            gap = min(reach, max_gap, R - r, min(ahead, default=R) - r + 1)
             if r in ahead:  # solved as the end of a jump that did not certify
                 sol, wall = ahead.pop(r)
             elif warm_start and r > start and _stays_fused(prev, cols["n_clusters"][r - 1],
@@ -270,6 +278,9 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
                 sol = _fused_at(prev, prob.with_lam(lam), fused_penalty)
                 wall = time.perf_counter() - t0
                 fused_run = True
+            elif (r > start and fusion is not None and lam >= fusion.hi
+                  and (above := _fused_above(prev, prob.with_lam(lam), fusion)) is not None):
+                sol, wall = above, time.perf_counter() - t0
             elif (warm_start and fuse_tol is None and gap >= 2
                   and _interpolable(prob, prev, cols["n_clusters"][r - 1])):
                 b = r - 1 + gap
@@ -301,6 +312,8 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
             kkt_tol = sol.kkt_tol
             if sol.converged and cols["n_clusters"][r] == 2:
                 split = sol  # the last two-cluster solution: λ̂ from its cut
+                fusion, cut = _toward_fusion(prob, sol, grid, r, fusion, cut)
+                lam_hat = fusion.value if fusion is not None and fusion.is_number else lam_hat
             r += 1
     finally:
         bar.close()
@@ -408,6 +421,61 @@ def _fused_at(prev, prob, penalty):
                    stage="warm partition",
                    message="fused at the previous λ: the same models and flows certify "
                            "every larger λ")
+
+
+def _toward_fusion(prob, split, grid, r, fusion, cut):
+    """``(fusion, cut)`` after the certified two-cluster solution ``split`` at ``grid[r]``.
+
+    ``cut``: ``(λ̂, None)`` once λ̂ is known exactly, else ``(c, fused)``, the cut ``c`` of a
+    two-cluster partition (:func:`~convexfl.bounds.fusion.split_cut`, computed once per
+    partition: its certificate's ``fused`` edges) — a certified lower bound on λ̂, and λ̂
+    itself when the two clusters fuse directly. The path jumps from a two-cluster λ to the
+    last λ below it (:mod:`convexfl.path.interpolate` certifies those between; past it, as
+    before, the jumps double). At that last λ, λ̂ is computed from ``split``
+    (:func:`~convexfl.bounds.fusion_threshold`: its bracket, no SOCP) and the λ above it
+    are certified without a solve (:func:`_fused_above`). Measured on the make_moons
+    n = 5000 path: its two-cluster stretch and the λ above λ̂ took 16 solves (the jumps
+    doubled, went past λ̂ and were halved back), now 2."""
+    if fusion is not None and fusion.is_number:
+        return fusion, (fusion.value, None)
+    fused = split.certificate.fused
+    if cut is None or cut[1] is None or not np.array_equal(cut[1], fused):
+        c = split_cut(prob, split)
+        cut = None if c is None else (c, fused)
+    if cut is not None and grid[r] < cut[0] <= grid[min(r + 1, len(grid) - 1)]:
+        try:
+            bound = fusion_threshold(prob, split=split, max_socp_size=0)
+        except Exception:  # noqa: BLE001 - λ̂ is then computed after the path, as before
+            return fusion, cut
+        if bound.is_number:
+            return bound, (bound.value, None)
+    return fusion, cut
+
+
+def _fused_above(prev, prob, fusion):
+    """The certified solution of ``prob`` at ``λ ≥ fusion.hi`` (λ̂, or its certified upper
+    bound) without a solve: every model at the global model ``y*``, certified from the flow
+    that proves that bound (it routes ``−g`` within ``fusion.hi · w``, so within ``λ w``);
+    ``prev`` gives the solver's fields. None when there is no such flow (a disconnected
+    graph) or that certificate is above ``prev.kkt_tol`` (the path then solves)."""
+    from dataclasses import replace
+
+    from ..certificates import kkt_residual
+
+    if fusion.inputs.get("_flow") is None or not prob.graph.is_connected:
+        return None
+    start = time.perf_counter()
+    X = np.tile(np.asarray(fusion.inputs["y_star"], float), (prob.n_users, 1))
+    cert = kkt_residual(prob, X, fuse_tol=prev.fuse_tol, flows=fusion.inputs.get("_flow"),
+                        target=prev.kkt_tol)
+    if cert.kkt_residual > prev.kkt_tol:
+        return None
+    return replace(prev, X=X, objective=cert.objective, kkt_residual=cert.kkt_residual,
+                   converged=True, n_iter=0, time_s=time.perf_counter() - start,
+                   lam=prob.lam, certificate=cert, flows=cert.flows, status="converged",
+                   message=f"λ ≥ {fusion.hi:.12g} ≥ λ̂: the global model, certified by the "
+                           "flow that proves it", history={"fused_above": fusion.hi},
+                   flow_slope=None, stage="fused above λ̂")
 
 
 def _fusion_threshold(prob, split, max_socp_size=None):

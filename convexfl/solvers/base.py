@@ -76,7 +76,8 @@ class Solution:
         saturated flows and polished, ``history["repair"]``), ``"final polish"`` (after the
         method stopped — iteration limit or divergence — Newton on its last partition),
         ``"closed form"`` (λ = 0 or no edges), ``"interior point"`` or ``"interior point +
-        polish"`` (the cvxpy reference).
+        polish"`` (the cvxpy reference); on a path, ``"fused above λ̂"`` (the global model
+        at λ ≥ λ̂, certified by the flow that proves λ̂: :func:`convexfl.son_path`).
     history : dict
         Method-specific per-iteration records.
     flows : ndarray (E, d) or None
