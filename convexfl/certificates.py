@@ -811,15 +811,25 @@ def _from_zero_needed(residuals, G, comp, edges):
 
 def _best_by_component(starts, residuals, comp, edges):
     """``(u, R)``: on each component the start with the least residual there (a
-    component's residual depends only on its own flows)."""
+    component's residual depends only on its own flows). One start best everywhere is
+    returned as it is; else the first is copied and the rows of the others put in (half
+    the time of indexing stacked copies, 0.6 → 0.3 ms at 4.4·10⁴ edges)."""
+    from ._flow_kernels import put_rows
+
     if len(starts) == 1:
         return starts[0], residuals[0]
-    R = np.stack(residuals)
-    per = np.stack([_component_sq(r, comp) for r in R])
-    pick = np.argmin(per, axis=0)
-    rows = np.arange(comp.size)
-    return (np.stack(starts)[pick[comp[edges[:, 0]]], np.arange(len(edges))],
-            R[pick[comp], rows])
+    pick = np.argmin([_component_sq(r, comp) for r in residuals], axis=0)
+    if np.all(pick == pick[0]):
+        return starts[pick[0]], residuals[pick[0]]
+    node_pick = pick[comp]
+    edge_pick = node_pick.take(edges[:, 0])
+    u, R = starts[0].copy(), residuals[0].copy()
+    for k in range(1, len(starts)):
+        at = np.flatnonzero(edge_pick == k)
+        put_rows(u, at, starts[k].take(at, axis=0))
+        at = np.flatnonzero(node_pick == k)
+        put_rows(R, at, residuals[k].take(at, axis=0))
+    return u, R
 
 
 def _component_sq(R, comp):
