@@ -252,6 +252,40 @@ def test_the_isotropic_polish_reaches_the_lu_polishs_answer(monkeypatch):
     assert cfl.certificates.kkt_residual(prob, W[lab]).kkt_residual <= 1e-9
 
 
+@pytest.mark.parametrize("lam", [0.05, 0.4])
+@pytest.mark.parametrize("loss", ["quadratic", "logistic"])
+def test_the_compiled_dense_newton_is_the_sparse_lu_newton(monkeypatch, loss, lam):
+    """The dense polish (one compiled loop, ``dense_newton``) against the sparse LU polish
+    (Python loop, ``PatternLU``) from singletons: the same merges, labels and models, in as
+    many steps, and both certify; at λ = 0.4 clusters meet on the way (merges between
+    rounds). With a budget of one step the compiled loop takes one step and says it
+    stopped."""
+    from convexfl.solvers import _common
+
+    if loss == "quadratic":
+        prob, _ = _reduced_case(d=2, k=40)
+        prob = prob.with_lam(lam)
+    else:
+        prob = cfl.SumOfNorms(make_loss("logistic", n_users=12, seed=3),
+                              cfl.graphs.complete(12), lam / 8)
+    labels = np.arange(prob.n_users)
+    W0 = cfl.solve(prob.with_lam(0.0)).X
+    dense = _common.polish(prob, labels, W0, gtol_rel=1e-12, max_iter=200)
+    monkeypatch.setattr(_common, "DENSE_MAX", 0)
+    monkeypatch.setattr(_common, "SMALL_NEWTON", 0)
+    monkeypatch.setattr(_common, "POLISH_ISOTROPIC_DIM", prob.dim)
+    sparse = _common.polish(prob, labels, W0, gtol_rel=1e-12, max_iter=200)
+    assert dense[2] and sparse[2] and dense[3] == sparse[3] > 0
+    np.testing.assert_array_equal(dense[0], sparse[0])
+    np.testing.assert_allclose(dense[1], sparse[1], atol=1e-9)
+    if lam == 0.4:
+        assert dense[0].max() + 1 < prob.n_users  # merged on the way
+    assert cfl.certificates.kkt_residual(prob, dense[1][dense[0]]).kkt_residual <= 1e-8
+    monkeypatch.undo()
+    one = _common.polish(prob, labels, W0, gtol_rel=1e-12, max_iter=200, max_steps=1)
+    assert not one[2] and one[3] == 1 and not np.array_equal(one[1], W0)
+
+
 @pytest.mark.parametrize("name", ["quadratic", "logistic"])
 def test_the_admm_kernel_is_the_iteration_it_documents(name):
     """Three iterations of ``admm_run`` against the formulas of its docstring, written with

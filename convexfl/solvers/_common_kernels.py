@@ -177,3 +177,90 @@ def reduced_hess_vec(coef, edges, cap, W, V, out):
             t = s * (V[i, a] - V[j, a] - ud * u[a])
             out[i, a] += t
             out[j, a] -= t
+
+
+NEWTON_CONVERGED, NEWTON_MERGE, NEWTON_STOPPED = 0, 1, 2
+
+
+@njit(cache=True)
+def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gtol_rel,
+                 merge_tol, max_iter, steps_left, t_start):
+    """Newton's method on the smooth reduced objective of :func:`reduced_grad_hess` from
+    ``W`` (copied), its dense Hessian (plus ``10⁻¹³(1 + max diag)·I``) factorised by
+    Cholesky, and Armijo backtracking from step ``t_start`` (then from twice the last
+    accepted step): :func:`convexfl.solvers._common.polish`'s dense iterations as one
+    compiled loop, at most ``max_iter`` iterations and ``steps_left`` steps.
+
+    Returns ``(W, status, steps, t_start)``; ``status``: ``NEWTON_CONVERGED`` (gradient
+    ``≤ gtol_rel·(1 + max|W| + max c)``), ``NEWTON_MERGE`` (two clusters at most
+    ``merge_tol`` apart: the caller merges them) or ``NEWTON_STOPPED`` (a limit, a failed
+    factorisation, a step that is not finite, or no decrease down to a step of 10⁻¹²)."""
+    k, d = W.shape
+    n = k * d
+    W = W.copy()
+    grad = np.empty((k, d))
+    Hd = np.empty((n, n))
+    no_rows = np.empty(0, np.int64)
+    no_vals = np.empty(0)
+    cap_max = 0.0
+    for e in range(cap.shape[0]):
+        cap_max = max(cap_max, abs(cap[e]))
+    steps = 0
+    g = np.empty(n)
+    z = np.empty(n)
+    s = np.empty(n)
+    for _ in range(max_iter):
+        val, _, rmin = reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges,
+                                         cap, W, grad, Hd, no_rows, no_rows, no_vals)
+        if rmin <= merge_tol:
+            return W, NEWTON_MERGE, steps, t_start
+        gsum = 0.0
+        w_max = 0.0
+        for c in range(k):
+            for a in range(d):
+                g[c * d + a] = grad[c, a]
+                gsum += grad[c, a] * grad[c, a]
+                w_max = max(w_max, abs(W[c, a]))
+        if np.sqrt(gsum) <= gtol_rel * (1.0 + w_max + cap_max):
+            return W, NEWTON_CONVERGED, steps, t_start
+        if steps >= steps_left:
+            return W, NEWTON_STOPPED, steps, t_start
+        steps += 1
+        diag_max = 0.0
+        for i in range(n):
+            diag_max = max(diag_max, abs(Hd[i, i]))
+        for i in range(n):
+            Hd[i, i] += 1e-13 * (1.0 + diag_max)
+        try:
+            L = np.linalg.cholesky(Hd)
+        except Exception:  # noqa: BLE001 - not positive definite in floating point
+            return W, NEWTON_STOPPED, steps, t_start
+        for i in range(n):  # L z = −g, then Lᵀ s = z
+            acc = -g[i]
+            for j in range(i):
+                acc -= L[i, j] * z[j]
+            z[i] = acc / L[i, i]
+        slope = 0.0
+        for i in range(n - 1, -1, -1):
+            acc = z[i]
+            for j in range(i + 1, n):
+                acc -= L[j, i] * s[j]
+            s[i] = acc / L[i, i]
+            if not np.isfinite(s[i]):
+                return W, NEWTON_STOPPED, steps, t_start
+            slope += g[i] * s[i]
+        t = t_start
+        Wn = np.empty_like(W)
+        while True:
+            for c in range(k):
+                for a in range(d):
+                    Wn[c, a] = W[c, a] + t * s[c * d + a]
+            vn = reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, Wn)
+            if vn <= val + 1e-4 * t * slope or abs(vn - val) <= 1e-15 * abs(val):
+                break
+            t *= 0.5
+            if t < 1e-12:
+                return W, NEWTON_STOPPED, steps, t_start
+        t_start = min(1.0, 2.0 * t)
+        W = Wn
+    return W, NEWTON_STOPPED, steps, t_start
