@@ -123,8 +123,12 @@ class SumOfNorms:
         return self.loss.value(X) + self.lam * float(self.graph.weights @ distances)
 
     def with_lam(self, lam: float) -> SumOfNorms:
-        """The same loss and graph at another (SON) λ."""
-        return SumOfNorms(self.loss, self.graph, lam)
+        """The same loss and graph at another (SON) λ (a copy: they were checked already;
+        a path asks for one per λ)."""
+        out = copy.copy(self)
+        out.lam_input = out.lam = as_scalar(lam, "lam", low=0.0)
+        out.convention = "son"
+        return out
 
     def reduced(self, partition) -> Reduced:
         """The reduced problem (RED) of ``partition`` at this λ."""
