@@ -100,8 +100,9 @@ def test_where_two_clusters_meet_the_segment_gives_no_candidate(moons):
     assert segment.at(1.1 * a.lam) is not None
 
 
-def test_son_path_certifies_two_cluster_stretches_by_interpolation(moons, monkeypatch):
-    prob, grid = moons
+def _counted_path(prob, grid, monkeypatch):
+    """``(path, λ solved)``: the path by ``"auto"``, counting its solves (their λ in the
+    grid's units: methods are called on the standard problem, rounded to 12 digits)."""
     calls = []
 
     def counting(p, **options):
@@ -110,14 +111,18 @@ def test_son_path_certifies_two_cluster_stretches_by_interpolation(moons, monkey
 
     monkeypatch.setitem(solvers.METHODS, "counting", counting)
     path = cfl.son_path(prob, grid, method="counting", tol=TOL, progress=False)
+    return path, np.round(np.asarray(calls) * prob.loss.standard[0].grad, 12)
+
+
+def test_son_path_certifies_two_cluster_stretches_by_interpolation(moons, monkeypatch):
+    prob, grid = moons
+    path, solved = _counted_path(prob, grid, monkeypatch)
     done = path.meta["interpolated"]
     two = int(np.sum(path.n_clusters == 2))
     assert len(done) > two // 2
     # no λ solved twice (a jump's end that did not certify is kept for later), and the
     # two-cluster stretch costs a number of solves logarithmic in its length
-    units = prob.loss.standard[0]  # methods are called on the standard problem
-    solved = np.round(np.asarray(calls) * units.grad, 12)
-    assert len(set(solved)) == len(calls) and len(calls) + len(done) <= len(grid)
+    assert len(set(solved)) == len(solved) and len(solved) + len(done) <= len(grid)
     stretch = np.round(grid[path.n_clusters == 2], 12)
     assert np.isin(solved, stretch).sum() <= 2 * np.ceil(np.log2(two)) + 4
     cold = cfl.son_path(prob, grid, tol=TOL, progress=False, warm_start=False)
@@ -184,20 +189,7 @@ def test_the_path_jumps_to_the_last_lambda_below_the_fusion_threshold(moons, mon
 
     prob, grid = moons
     socp = cfl.bounds.fusion_threshold(prob)
-    units = prob.loss.standard[0]  # methods are called on the standard problem
-
-    def run():
-        calls = []
-
-        def counting(p, **options):
-            calls.append(p.lam)
-            return solvers.METHODS["auto"](p, **options)
-
-        monkeypatch.setitem(solvers.METHODS, "counting", counting)
-        path = cfl.son_path(prob, grid, method="counting", tol=TOL, progress=False)
-        return path, np.round(np.asarray(calls) * units.grad, 12)
-
-    path, solved = run()
+    path, solved = _counted_path(prob, grid, monkeypatch)
     first_two = np.round(grid[np.flatnonzero(path.n_clusters == 2)[0]], 12)
     assert np.sum(solved >= first_two) == 2
     assert path.meta["fusion_threshold"]["inputs"]["method"] == "split"
@@ -215,7 +207,7 @@ def test_the_path_jumps_to_the_last_lambda_below_the_fusion_threshold(moons, mon
 
     monkeypatch.setattr(trace, "_toward_fusion",
                         lambda prob, split, grid, r, fusion, cut: (fusion, cut))
-    before, solved_before = run()
+    before, solved_before = _counted_path(prob, grid, monkeypatch)
     assert np.sum(solved_before >= first_two) > 4
     np.testing.assert_array_equal(before.n_clusters, path.n_clusters)
     np.testing.assert_allclose(before.X, path.X, atol=1e-6)

@@ -50,11 +50,11 @@ from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
     NEWTON_CONVERGED,
     NEWTON_MERGE,
+    armijo_step,
     dense_newton,
     minimise_users,
     reduced_grad_hess,
     reduced_hess_vec,
-    reduced_value,
 )
 from ._ssnal_kernels import cg_direction, cg_update, flush_dot, flush_sq
 from .base import Solution
@@ -517,17 +517,12 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
             # start from twice the last accepted step: near a merge the steps stay short
             # (‖w_a − w_b‖ has no radial curvature) and backtracking from 1 each time cost
             # ~8 evaluations per step
-            t = t_start
-            while True:
-                Wn = W + t * step
-                vn = reduced_value(*arrays, edges, cap, Wn)
-                if vn <= val + 1e-4 * t * slope or abs(vn - val) <= 1e-15 * abs(val):
-                    break
-                t *= 0.5
-                if t < 1e-12:
-                    return labels, W, False, steps
+            W_next, t = armijo_step(*arrays, edges, cap, W, np.ascontiguousarray(step), val,
+                                    slope, t_start)
+            if t == 0.0:
+                return labels, W, False, steps
             t_start = min(1.0, 2.0 * t)
-            W = Wn
+            W = W_next
         if not merged:
             return labels, W, ok, steps
     return labels, W, False, steps

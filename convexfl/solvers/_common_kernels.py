@@ -249,18 +249,30 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
             if not np.isfinite(s[i]):
                 return W, NEWTON_STOPPED, steps, t_start
             slope += g[i] * s[i]
-        t = t_start
-        Wn = np.empty_like(W)
-        while True:
-            for c in range(k):
-                for a in range(d):
-                    Wn[c, a] = W[c, a] + t * s[c * d + a]
-            vn = reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, Wn)
-            if vn <= val + 1e-4 * t * slope or abs(vn - val) <= 1e-15 * abs(val):
-                break
-            t *= 0.5
-            if t < 1e-12:
-                return W, NEWTON_STOPPED, steps, t_start
+        Wn, t = armijo_step(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
+                            s.reshape(k, d), val, slope, t_start)
+        if t == 0.0:
+            return W, NEWTON_STOPPED, steps, t_start
         t_start = min(1.0, 2.0 * t)
         W = Wn
     return W, NEWTON_STOPPED, steps, t_start
+
+
+@njit(cache=True)
+def armijo_step(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, step, val, slope,
+                t):
+    """``(W + t·step, t)`` for the first ``t``, from the one given and halving, with
+    ``F(W + t·step) ≤ val + 10⁻⁴ t·slope`` (or a change within 10⁻¹⁵ of ``val``: rounding),
+    ``F`` the reduced objective (:func:`reduced_value`, ``val = F(W)``, ``slope`` its
+    derivative along ``step``); ``(W, 0)`` once ``t`` falls below 10⁻¹²."""
+    k, d = W.shape
+    Wn = np.empty_like(W)
+    while t >= 1e-12:
+        for c in range(k):
+            for a in range(d):
+                Wn[c, a] = W[c, a] + t * step[c, a]
+        vn = reduced_value(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, Wn)
+        if vn <= val + 1e-4 * t * slope or abs(vn - val) <= 1e-15 * abs(val):
+            return Wn, t
+        t *= 0.5
+    return W, 0.0
