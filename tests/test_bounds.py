@@ -510,3 +510,5 @@ def test_the_cut_of_a_two_cluster_solution_is_lam_hat_when_they_fuse_directly():
                                       split.X.max(axis=0)))
     assert wrong.n_clusters == 2 and split_cut(prob, wrong) < socp.value * (1 - 1e-3)
     assert split_cut(prob, cfl.solve(prob.with_lam(0.01 * socp.value))) is None
+    with pytest.raises(TypeError, match="split: expected a convexfl Solution"):
+        split_cut(prob, "two clusters")

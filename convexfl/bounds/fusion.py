@@ -238,11 +238,12 @@ def _cut(graph, G, S):
 
 def split_cut(prob: SumOfNorms, split) -> float | None:
     """The cut ``‖Σ_{i∈S} g_i‖ / w(δS)`` between the clusters of a certified two-cluster
-    solution ``split`` (``g_i = ∇f_i(y*)``, ``y*`` the global model): a certified lower
-    bound on λ̂ (every flow routing ``−g`` sends ``Σ_{i∈S} g_i`` across the cut), and λ̂
-    itself when the two clusters fuse directly (:func:`fusion_threshold` with ``split``
-    proves it, at a flow search's cost; this is one pass over the users). None when
-    ``split`` is not a certified two-cluster solution on a connected graph."""
+    solution ``split`` (``g_i = ∇f_i(y*)``, ``y*`` the global model), a λ in the (SON)
+    convention: a certified lower bound on λ̂ (every flow routing ``−g`` sends
+    ``Σ_{i∈S} g_i`` across the cut), and λ̂ itself when the two clusters fuse directly
+    (:func:`fusion_threshold` with ``split`` proves it, at a flow search's cost; this is
+    one pass over the users). None when ``split`` is not a certified two-cluster solution
+    on a connected graph."""
     _check_son(prob)
     _check_split(prob, split)
     if not _is_split(prob, split):

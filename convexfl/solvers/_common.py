@@ -428,10 +428,9 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
     n = 5000 path, processes alternating, its polishes (816 Newton steps, 754 of them on
     K < 100 clusters) 0.23–0.34 → 0.14–0.16 s); Armijo backtracking; clusters whose
     centroids meet (distance ≤ 1e-9 · scale) are merged and Newton restarts. At most
-    ``max_steps`` Newton
-    steps in all (at least one); a dense Newton system larger than ``dense_max`` is not
-    attempted. Returns ``(labels, W, ok, steps)``; the limits are counts, never times, so
-    that the same input always gives the same answer.
+    ``max_steps`` Newton steps in all (at least one); a dense Newton system larger than
+    ``dense_max`` is not attempted. Returns ``(labels, W, ok, steps)``; the limits are
+    counts, never times, so that the same input always gives the same answer.
     """
     d = prob.dim
     labels = np.asarray(labels, dtype=np.int64)
@@ -463,8 +462,8 @@ def polish(prob: SumOfNorms, labels, W0, *, gtol_rel=1e-12, max_iter=30, max_rou
         merge_tol = merge_rtol * scale_of(W)
         left = np.iinfo(np.int64).max if max_steps is None else max(max(max_steps, 1) - steps, 0)
         if dense:
-            W, status, taken, _ = dense_newton(*arrays, edges, cap, W, gtol_rel, merge_tol,
-                                               max_iter, left, 1.0)
+            W, status, taken = dense_newton(*arrays, edges, cap, W, gtol_rel, merge_tol,
+                                            max_iter, left)
             steps += taken
             if status != NEWTON_MERGE:
                 return labels, W, status == NEWTON_CONVERGED, steps

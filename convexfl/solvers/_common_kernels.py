@@ -184,14 +184,14 @@ NEWTON_CONVERGED, NEWTON_MERGE, NEWTON_STOPPED = 0, 1, 2
 
 @njit(cache=True)
 def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gtol_rel,
-                 merge_tol, max_iter, steps_left, t_start):
+                 merge_tol, max_iter, steps_left):
     """Newton's method on the smooth reduced objective of :func:`reduced_grad_hess` from
     ``W`` (copied), its dense Hessian (plus ``10⁻¹³(1 + max diag)·I``) factorised by
-    Cholesky, and Armijo backtracking from step ``t_start`` (then from twice the last
-    accepted step): :func:`convexfl.solvers._common.polish`'s dense iterations as one
-    compiled loop, at most ``max_iter`` iterations and ``steps_left`` steps.
+    Cholesky, and Armijo backtracking (:func:`armijo_step`) from the full step, then from
+    twice the last accepted one: :func:`convexfl.solvers._common.polish`'s dense iterations
+    as one compiled loop, at most ``max_iter`` iterations and ``steps_left`` steps.
 
-    Returns ``(W, status, steps, t_start)``; ``status``: ``NEWTON_CONVERGED`` (gradient
+    Returns ``(W, status, steps)``; ``status``: ``NEWTON_CONVERGED`` (gradient
     ``≤ gtol_rel·(1 + max|W| + max c)``), ``NEWTON_MERGE`` (two clusters at most
     ``merge_tol`` apart: the caller merges them) or ``NEWTON_STOPPED`` (a limit, a failed
     factorisation, a step that is not finite, or no decrease down to a step of 10⁻¹²)."""
@@ -206,6 +206,7 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
     for e in range(cap.shape[0]):
         cap_max = max(cap_max, abs(cap[e]))
     steps = 0
+    t_start = 1.0
     g = np.empty(n)
     z = np.empty(n)
     s = np.empty(n)
@@ -213,7 +214,7 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
         val, _, rmin = reduced_grad_hess(code, F, y, coef, ptr, ridge, offset, delta, edges,
                                          cap, W, grad, Hd, no_rows, no_rows, no_vals)
         if rmin <= merge_tol:
-            return W, NEWTON_MERGE, steps, t_start
+            return W, NEWTON_MERGE, steps
         gsum = 0.0
         w_max = 0.0
         for c in range(k):
@@ -222,9 +223,9 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
                 gsum += grad[c, a] * grad[c, a]
                 w_max = max(w_max, abs(W[c, a]))
         if np.sqrt(gsum) <= gtol_rel * (1.0 + w_max + cap_max):
-            return W, NEWTON_CONVERGED, steps, t_start
+            return W, NEWTON_CONVERGED, steps
         if steps >= steps_left:
-            return W, NEWTON_STOPPED, steps, t_start
+            return W, NEWTON_STOPPED, steps
         steps += 1
         diag_max = 0.0
         for i in range(n):
@@ -234,7 +235,7 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
         try:
             L = np.linalg.cholesky(Hd)
         except Exception:  # noqa: BLE001 - not positive definite in floating point
-            return W, NEWTON_STOPPED, steps, t_start
+            return W, NEWTON_STOPPED, steps
         for i in range(n):  # L z = −g, then Lᵀ s = z
             acc = -g[i]
             for j in range(i):
@@ -247,15 +248,15 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
                 acc -= L[j, i] * s[j]
             s[i] = acc / L[i, i]
             if not np.isfinite(s[i]):
-                return W, NEWTON_STOPPED, steps, t_start
+                return W, NEWTON_STOPPED, steps
             slope += g[i] * s[i]
         Wn, t = armijo_step(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W,
                             s.reshape(k, d), val, slope, t_start)
         if t == 0.0:
-            return W, NEWTON_STOPPED, steps, t_start
+            return W, NEWTON_STOPPED, steps
         t_start = min(1.0, 2.0 * t)
         W = Wn
-    return W, NEWTON_STOPPED, steps, t_start
+    return W, NEWTON_STOPPED, steps
 
 
 @njit(cache=True)
