@@ -278,7 +278,7 @@ def son_path(prob: SumOfNorms, lambdas=None, *, method: str = "auto", n_lambdas:
                 sol = _fused_at(prev, prob.with_lam(lam), fused_penalty)
                 wall = time.perf_counter() - t0
                 fused_run = True
-            elif (r > start and fusion is not None and lam >= fusion.hi
+            elif (warm_start and r > start and fusion is not None and lam >= fusion.hi
                   and (above := _fused_above(prev, prob.with_lam(lam), fusion)) is not None):
                 sol, wall = above, time.perf_counter() - t0
             elif (warm_start and fuse_tol is None and gap >= 2
