@@ -207,7 +207,7 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
         cap_max = max(cap_max, abs(cap[e]))
     steps = 0
     t_start = 1.0
-    g = np.empty(n)
+    g = grad.ravel()  # a view: reduced_grad_hess writes the gradient into grad
     z = np.empty(n)
     s = np.empty(n)
     for _ in range(max_iter):
@@ -219,7 +219,6 @@ def dense_newton(code, F, y, coef, ptr, ridge, offset, delta, edges, cap, W, gto
         w_max = 0.0
         for c in range(k):
             for a in range(d):
-                g[c * d + a] = grad[c, a]
                 gsum += grad[c, a] * grad[c, a]
                 w_max = max(w_max, abs(W[c, a]))
         if np.sqrt(gsum) <= gtol_rel * (1.0 + w_max + cap_max):
