@@ -17,8 +17,17 @@ from . import _kernels  # also the package's numba set-up (NUMBA_CACHE_DIR)
 @njit(cache=True)
 def flow_residual(G, edges, u):
     """``R = G + Bᵀu``."""
-    R = G.copy()
     d = G.shape[1]
+    if d == 2:
+        return _flow_residual(G, edges, u, 2)
+    if d == 3:
+        return _flow_residual(G, edges, u, 3)
+    return _flow_residual(G, edges, u, d)
+
+
+@njit(inline="always")
+def _flow_residual(G, edges, u, d):
+    R = G.copy()
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
@@ -49,23 +58,25 @@ def moving_flows(G, X, edges, cap, dist, fused):
     return R, u
 
 
-@njit(cache=True, inline="always")
-def _shrink_row(u, e, c, s):
-    """Scale row ``u_e``, of squared norm ``s``, onto the ball of radius ``c`` if outside."""
+@njit(inline="always")
+def _shrink_row(u, e, c, s, d):
+    """Scale row ``u_e`` (``d`` entries), of squared norm ``s``, onto the ball of radius
+    ``c`` if outside."""
     if s > c * c:
         f = c / np.sqrt(s)
-        for k in range(u.shape[1]):
+        for k in range(d):
             u[e, k] *= f
 
 
 @njit(cache=True)
 def project_flows(u, cap):
     """Project every row ``u_e`` onto the ball of radius ``c_e`` (in place); return ``u``."""
+    d = u.shape[1]
     for e in range(u.shape[0]):
         s = 0.0
-        for k in range(u.shape[1]):
+        for k in range(d):
             s += u[e, k] * u[e, k]
-        _shrink_row(u, e, cap[e], s)
+        _shrink_row(u, e, cap[e], s, d)
     return u
 
 
@@ -158,7 +169,7 @@ def _projected_step(y, Ry, G, edges, cap, step, un, Rn):
             v = y[e, k] - step[e] * (Ry[i, k] - Ry[j, k])
             un[e, k] = v
             s += v * v
-        _shrink_row(un, e, cap[e], s)
+        _shrink_row(un, e, cap[e], s, d)
         for k in range(d):
             Rn[i, k] += un[e, k]
             Rn[j, k] -= un[e, k]
@@ -271,7 +282,7 @@ def anderson_mix(t, gamma, dT, cap):
                 x -= gamma[j] * dT[j, at]
             v[e, k] = x
             s += x * x
-        _shrink_row(v, e, cap[e], s)
+        _shrink_row(v, e, cap[e], s, d)
     return v
 
 
@@ -282,6 +293,15 @@ def potential_step(u, phi, edges, cap):
     is a second pass, :func:`flow_residual`: scattered into the nodes in the same loop, the
     whole step measured 2× slower.)"""
     d = u.shape[1]
+    if d == 2:
+        return _potential_step(u, phi, edges, cap, 2)
+    if d == 3:
+        return _potential_step(u, phi, edges, cap, 3)
+    return _potential_step(u, phi, edges, cap, d)
+
+
+@njit(inline="always")
+def _potential_step(u, phi, edges, cap, d):
     v = np.empty_like(u)
     for e in range(edges.shape[0]):
         i = edges[e, 0]
@@ -291,7 +311,7 @@ def potential_step(u, phi, edges, cap):
             x = u[e, k] + cap[e] * (phi[i, k] - phi[j, k])
             v[e, k] = x
             s += x * x
-        _shrink_row(v, e, cap[e], s)
+        _shrink_row(v, e, cap[e], s, d)
     return v
 
 
@@ -305,7 +325,18 @@ def smooth_flows(R, u, edges, cap, n_sweeps, rtol=0.0):
     ``u``. Each pass goes over the edges with an end whose residual is above
     ``rtol · ‖R‖/√n`` at its start (the others could move only by as much; with
     ``rtol = 0``, over those with any residual at an end: an edge with none moves no flow)."""
-    n, d = R.shape
+    d = R.shape[1]
+    if d == 2:
+        _smooth_flows(R, u, edges, cap, n_sweeps, rtol, 2)
+    elif d == 3:
+        _smooth_flows(R, u, edges, cap, n_sweeps, rtol, 3)
+    else:
+        _smooth_flows(R, u, edges, cap, n_sweeps, rtol, d)
+
+
+@njit(inline="always")
+def _smooth_flows(R, u, edges, cap, n_sweeps, rtol, d):
+    n = R.shape[0]
     node_sq = np.empty(n)
     at = np.empty(edges.shape[0], np.int64)
     for _ in range(n_sweeps):

@@ -286,17 +286,19 @@ def test_the_compiled_dense_newton_is_the_sparse_lu_newton(monkeypatch, loss, la
     assert not one[2] and one[3] == 1 and not np.array_equal(one[1], W0)
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
 @pytest.mark.parametrize("name", ["quadratic", "logistic"])
-def test_the_admm_kernel_is_the_iteration_it_documents(name):
+def test_the_admm_kernel_is_the_iteration_it_documents(name, d):
     """Three iterations of ``admm_run`` against the formulas of its docstring, written with
     numpy over an edge list (x-update from each node's incident copies, edge update with
     over-relaxation, dual update); the x-update's prox is the loss's own
-    (:func:`convexfl._kernels.prox_all`)."""
+    (:func:`convexfl._kernels.prox_all`). In every dimension: d = 2 and 3 run copies of the
+    kernel compiled with d a constant, the others the general one."""
     from convexfl._kernels import prox_all
     from convexfl.solvers._admm_kernels import admm_run
 
     rng = np.random.default_rng(4)
-    n, d = 9, 3
+    n = 9
     loss = make_loss(name, n_users=n, dim=d, seed=2)
     graph = cfl.graphs.knn(rng.standard_normal((n, 2)), 3)
     edges, cap = graph.edges, 0.4 * graph.weights

@@ -1014,3 +1014,40 @@ def test_graphs_above_the_order_limit_are_not_ordered_whole(monkeypatch):
         assert ("elimination_rank" in vars(prob.graph)) == (limit > 60)
         verdicts.append(cert.kkt_residual)
     assert verdicts[0] == pytest.approx(verdicts[1], rel=1e-6)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_the_flow_kernels_are_their_formulas_in_every_dimension(d):
+    """``flow_residual``, ``potential_step``, ``edge_norms`` and one pass of ``smooth_flows``
+    against numpy: d = 2 and 3 run copies compiled with d a constant, the others the
+    general kernel."""
+    from convexfl._flow_kernels import flow_residual, potential_step, smooth_flows
+    from convexfl._kernels import edge_norms
+
+    rng = np.random.default_rng(d)
+    n = 10
+    edges = cfl.graphs.knn(rng.standard_normal((n, 2)), 3).edges
+    m = len(edges)
+    cap = rng.uniform(0.2, 1.0, m)
+    G, phi = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    u = 0.3 * rng.standard_normal((m, d))
+    R = G.copy()
+    np.add.at(R, edges[:, 0], u)
+    np.add.at(R, edges[:, 1], -u)
+    np.testing.assert_allclose(flow_residual(G, edges, u), R, rtol=1e-14, atol=1e-14)
+    diff = phi[edges[:, 0]] - phi[edges[:, 1]]
+    np.testing.assert_allclose(edge_norms(phi, edges), np.linalg.norm(diff, axis=1),
+                               rtol=1e-14)
+    v = u + cap[:, None] * diff
+    v *= np.minimum(1.0, cap / np.linalg.norm(v, axis=1))[:, None]
+    np.testing.assert_allclose(potential_step(u, phi, edges, cap), v, rtol=1e-14, atol=1e-14)
+    want_u, want_R = u.copy(), R.copy()
+    for e, (i, j) in enumerate(edges):  # the pass, edge by edge (every edge: rtol 0)
+        x = want_u[e] + 0.5 * (want_R[j] - want_R[i])
+        x *= min(1.0, cap[e] / np.linalg.norm(x))
+        want_R[i] += x - want_u[e]
+        want_R[j] -= x - want_u[e]
+        want_u[e] = x
+    smooth_flows(R, u, edges, cap, 1)
+    np.testing.assert_allclose(u, want_u, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(R, want_R, rtol=1e-13, atol=1e-14)

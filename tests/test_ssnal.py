@@ -565,3 +565,48 @@ def test_tight_solves_do_not_spin_newton_at_the_rounding_floor(monkeypatch):
     assert max(spun.history["newton"]) == 50  # the instance does reach the floor
     assert np.array_equal(spun.labels(), res.labels())
     assert abs(spun.objective - res.objective) <= 1e-12 * abs(res.objective)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_the_ssnal_kernels_are_their_formulas_in_every_dimension(d):
+    """``psi_grad``, ``psi_value`` and ``hess_vec`` against the formulas of their module's
+    docstring written with numpy, with edges inside and outside the ball: d = 2 and 3 run
+    copies compiled with d a constant, the others the general kernel."""
+    from convexfl.solvers._ssnal_kernels import hess_vec, psi_grad, psi_value
+
+    rng = np.random.default_rng(d)
+    n = 12
+    graph = cfl.graphs.knn(rng.standard_normal((n, 2)), 4)
+    edges, m = graph.edges, graph.n_edges
+    coef = rng.uniform(0.5, 2.0, n)
+    A, X = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    Y, V = 0.3 * rng.standard_normal((m, d)), rng.standard_normal((n, d))
+    sigma = 0.7
+    T = Y + sigma * (X[edges[:, 0]] - X[edges[:, 1]])
+    t = np.linalg.norm(T, axis=1)
+    cap = np.median(t) * rng.uniform(0.7, 1.3, m)
+    inside = t <= cap
+    assert inside.any() and not inside.all()
+    proj = T * np.minimum(1.0, cap / t)[:, None]
+    moreau = np.where(inside, t**2 / (2 * sigma), (cap * t - cap**2 / 2) / sigma)
+    value = 0.5 * np.sum(coef[:, None] * (X - A) ** 2) + moreau.sum() - np.sum(Y**2) / (2 * sigma)
+    grad = coef[:, None] * (X - A)
+    np.add.at(grad, edges[:, 0], proj)
+    np.add.at(grad, edges[:, 1], -proj)
+    G, P, tnorm = np.empty((n, d)), np.empty((m, d)), np.empty(m)
+    assert psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm) == pytest.approx(value,
+                                                                                  rel=1e-12)
+    assert psi_value(A, coef, edges, cap, X, Y, sigma) == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(G, grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(P, proj, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(tnorm, t, rtol=1e-14)
+    hat = T / t[:, None]
+    dv = V[edges[:, 0]] - V[edges[:, 1]]
+    jdv = np.where(inside[:, None], dv, (cap / t)[:, None]
+                   * (dv - np.sum(hat * dv, axis=1)[:, None] * hat))
+    want = coef[:, None] * V
+    np.add.at(want, edges[:, 0], sigma * jdv)
+    np.add.at(want, edges[:, 1], -sigma * jdv)
+    out = np.empty((n, d))
+    hess_vec(coef, edges, cap, P, tnorm, sigma, V, out)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)

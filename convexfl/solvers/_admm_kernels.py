@@ -35,7 +35,25 @@ def admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, d
     residual ``‖x_i − z_ie‖`` over all copies, the dual residual ``ρ‖Aᵀ(z − z_old)‖`` (per
     node sums), the norms for the relative tests.
     """
-    n, d = X.shape
+    d = X.shape[1]
+    if d == 2:
+        return _admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap,
+                         degree, X, Zi, Zj, Ui, Uj, fused, rho, alpha, newton_tol,
+                         newton_max_iter, 2)
+    if d == 3:
+        return _admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap,
+                         degree, X, Zi, Zj, Ui, Uj, fused, rho, alpha, newton_tol,
+                         newton_max_iter, 3)
+    return _admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap,
+                     degree, X, Zi, Zj, Ui, Uj, fused, rho, alpha, newton_tol,
+                     newton_max_iter, d)
+
+
+@njit(inline="always")
+def _admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, degree, X, Zi,
+              Zj, Ui, Uj, fused, rho, alpha, newton_tol, newton_max_iter, d):
+    """:func:`admm_run` with the dimension ``d`` (a constant where the caller passes one)."""
+    n = X.shape[0]
     n_edges = edges.shape[0]
     v = np.empty(d)
     a = np.empty(d)

@@ -16,11 +16,11 @@ from numba import njit
 
 
 @njit(inline="always")
-def _edge_arg(Y, X, sigma, e, i, j, T, row):
+def _edge_arg(Y, X, sigma, e, i, j, T, row, d):
     """Write ``T_e = y_e + σ (x_i − x_j)`` into ``T[row]``; return ``(‖T_e‖², ‖y_e‖²)``."""
     t2 = 0.0
     y2 = 0.0
-    for k in range(X.shape[1]):
+    for k in range(d):
         t = Y[e, k] + sigma * (X[i, k] - X[j, k])
         T[row, k] = t
         t2 += t * t
@@ -31,9 +31,19 @@ def _edge_arg(Y, X, sigma, e, i, j, T, row):
 @njit(cache=True)
 def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
     """Return ψ(X); write ∇ψ into ``G``, ``Π_c(T)`` into ``P`` and ``‖T_e‖`` into ``tnorm``."""
-    n, d = X.shape
+    d = X.shape[1]
+    if d == 2:
+        return _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, 2)
+    if d == 3:
+        return _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, 3)
+    return _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, d)
+
+
+@njit(inline="always")
+def _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, d):
+    """:func:`psi_grad` with the dimension ``d`` (a constant where the caller passes one)."""
     val = 0.0
-    for i in range(n):
+    for i in range(X.shape[0]):
         for k in range(d):
             r = X[i, k] - A[i, k]
             G[i, k] = coef[i] * r
@@ -42,7 +52,7 @@ def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        t2, y2 = _edge_arg(Y, X, sigma, e, i, j, P, e)
+        t2, y2 = _edge_arg(Y, X, sigma, e, i, j, P, e, d)
         ysq += y2
         t = np.sqrt(t2)
         tnorm[e] = t
@@ -63,16 +73,26 @@ def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
 @njit(cache=True)
 def psi_value(A, coef, edges, cap, X, Y, sigma):
     """ψ(X) alone (the line search's)."""
-    n, d = X.shape
+    d = X.shape[1]
+    if d == 2:
+        return _psi_value(A, coef, edges, cap, X, Y, sigma, 2)
+    if d == 3:
+        return _psi_value(A, coef, edges, cap, X, Y, sigma, 3)
+    return _psi_value(A, coef, edges, cap, X, Y, sigma, d)
+
+
+@njit(inline="always")
+def _psi_value(A, coef, edges, cap, X, Y, sigma, d):
+    """:func:`psi_value` with the dimension ``d`` (a constant where the caller passes one)."""
     val = 0.0
-    for i in range(n):
+    for i in range(X.shape[0]):
         for k in range(d):
             r = X[i, k] - A[i, k]
             val += 0.5 * coef[i] * r * r
     ysq = 0.0
     T = np.empty((1, d))
     for e in range(edges.shape[0]):
-        t2, y2 = _edge_arg(Y, X, sigma, e, edges[e, 0], edges[e, 1], T, 0)
+        t2, y2 = _edge_arg(Y, X, sigma, e, edges[e, 0], edges[e, 1], T, 0, d)
         ysq += y2
         t = np.sqrt(t2)
         c = cap[e]
@@ -86,31 +106,38 @@ def psi_value(A, coef, edges, cap, X, Y, sigma):
 @njit(cache=True)
 def hess_vec(coef, edges, cap, P, tnorm, sigma, V, out):
     """``out = (C + σ Dᵀ J D) V`` (J from the last :func:`psi_grad`; ``P`` holds Π_c(T))."""
-    n, d = V.shape
-    for i in range(n):
+    d = V.shape[1]
+    if d == 2:
+        _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, 2)
+    elif d == 3:
+        _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, 3)
+    else:
+        _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, d)
+
+
+@njit(inline="always")
+def _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, d):
+    """:func:`hess_vec` with the dimension ``d`` (a constant where the caller passes one)."""
+    for i in range(V.shape[0]):
         for k in range(d):
             out[i, k] = coef[i] * V[i, k]
-    w = np.empty(d)
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
         c = cap[e]
         t = tnorm[e]
-        if t <= c:
-            for k in range(d):
-                w[k] = sigma * (V[i, k] - V[j, k])
-        else:
-            # P = c T̂: (c/t)(I − T̂T̂ᵀ) v = (c/t) v − (P·v) P/(c t)
+        s = sigma
+        q = 0.0
+        if t > c:  # P = c T̂: (c/t)(I − T̂T̂ᵀ) v = (c/t) v − (P·v) P/(c t)
             dot = 0.0
             for k in range(d):
                 dot += P[e, k] * (V[i, k] - V[j, k])
             s = sigma * c / t
             q = sigma * dot / (c * t)
-            for k in range(d):
-                w[k] = s * (V[i, k] - V[j, k]) - q * P[e, k]
         for k in range(d):
-            out[i, k] += w[k]
-            out[j, k] -= w[k]
+            w = s * (V[i, k] - V[j, k]) - q * P[e, k]
+            out[i, k] += w
+            out[j, k] -= w
 
 
 @njit(cache=True)
