@@ -591,27 +591,48 @@ def ldl_factor(Ap, Ai, Ax):
 @njit(cache=True)
 def ldl_solve_ordered(Lp, Li, Lx, Dinv, order, B):
     """``X = M⁻¹ B`` for a block ``B`` (n, m) from :func:`ldl_factor`'s factor of ``M``
-    in elimination order: row ``order[k]`` of ``B`` is that order's ``k``-th. Column by
-    column, each a forward pass down ``L``'s columns and a backward pass of dot products
-    (one pass for all columns, each entry of ``L`` updating a row, measured 2× slower:
-    the row's values are reloaded after every store)."""
-    n, m = B.shape
-    X = np.empty((n, m))
-    y = np.empty(n)
+    in elimination order: row ``order[k]`` of ``B`` is that order's ``k``-th. A forward pass
+    down ``L``'s columns and a backward pass of dot products, all columns of ``B`` at once
+    for ``m = 2`` and ``3`` (compiled with ``m`` a constant: each entry of ``L`` is read
+    once for all columns; make_moons n = 5000, the whole graph's factor, 1.6·10⁵ entries:
+    0.83 → 0.55 ms for two columns, 1.28 → 0.67 ms for three), column by column otherwise
+    (one pass for ``m`` columns not known when compiled was measured 2× slower: the row's
+    values are reloaded after every store)."""
+    m = B.shape[1]
+    if m == 2:
+        return _ldl_solve_block(Lp, Li, Lx, Dinv, order, B, 2)
+    if m == 3:
+        return _ldl_solve_block(Lp, Li, Lx, Dinv, order, B, 3)
+    X = np.empty(B.shape)
     for c in range(m):
-        for k in range(n):
-            y[k] = B[order[k], c]
-        for j in range(n):
-            yj = y[j]
-            for q in range(Lp[j], Lp[j + 1]):
-                y[Li[q]] -= Lx[q] * yj
-        for j in range(n - 1, -1, -1):
-            s = y[j] * Dinv[j]
-            for q in range(Lp[j], Lp[j + 1]):
-                s -= Lx[q] * y[Li[q]]
-            y[j] = s
-        for k in range(n):
-            X[order[k], c] = y[k]
+        X[:, c:c + 1] = _ldl_solve_block(Lp, Li, Lx, Dinv, order, B[:, c:c + 1], 1)
+    return X
+
+
+@njit(inline="always")
+def _ldl_solve_block(Lp, Li, Lx, Dinv, order, B, m):
+    """:func:`ldl_solve_ordered` of the ``m`` columns of ``B`` in one pass."""
+    n = B.shape[0]
+    y = np.empty((n, m))
+    for k in range(n):
+        for c in range(m):
+            y[k, c] = B[order[k], c]
+    for j in range(n):
+        for q in range(Lp[j], Lp[j + 1]):
+            r = Li[q]
+            for c in range(m):
+                y[r, c] -= Lx[q] * y[j, c]
+    for j in range(n - 1, -1, -1):
+        for c in range(m):
+            y[j, c] *= Dinv[j]
+        for q in range(Lp[j], Lp[j + 1]):
+            r = Li[q]
+            for c in range(m):
+                y[j, c] -= Lx[q] * y[r, c]
+    X = np.empty((n, m))
+    for k in range(n):
+        for c in range(m):
+            X[order[k], c] = y[k, c]
     return X
 
 
