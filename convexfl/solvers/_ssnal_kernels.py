@@ -141,6 +141,43 @@ def _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, d):
 
 
 @njit(cache=True)
+def gauss_seidel(indptr, indices, data, X, B, forward):
+    """One Gauss–Seidel sweep on ``A X = B`` for every column of ``X`` (in place), ``A`` in
+    CSR: row by row, forward or backward, ``x_i ← (b_i − Σ_{j≠i} a_ij x_j)/a_ii`` (rows
+    with a zero diagonal left as they are), the arithmetic of pyamg's ``gauss_seidel`` for
+    one column. The matrix is read once for all columns (for 2 and 3 columns compiled with
+    the count a constant)."""
+    m = X.shape[1]
+    if m == 2:
+        _gauss_seidel(indptr, indices, data, X, B, forward, 2)
+    elif m == 3:
+        _gauss_seidel(indptr, indices, data, X, B, forward, 3)
+    else:
+        _gauss_seidel(indptr, indices, data, X, B, forward, m)
+
+
+@njit(inline="always")
+def _gauss_seidel(indptr, indices, data, X, B, forward, m):
+    n = X.shape[0]
+    rsum = np.empty(m)
+    for t in range(n):
+        i = t if forward else n - 1 - t
+        diag = 0.0
+        for c in range(m):
+            rsum[c] = 0.0
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            if j == i:
+                diag = data[q]
+            else:
+                for c in range(m):
+                    rsum[c] += data[q] * X[j, c]
+        if diag != 0.0:
+            for c in range(m):
+                X[i, c] = (B[i, c] - rsum[c]) / diag
+
+
+@njit(cache=True)
 def precond_weights(edges, cap, tnorm, sigma, out):
     """Isotropic edge weights of the preconditioner ``C + σ L_w``: 1 inside, c/‖T‖ outside."""
     for e in range(edges.shape[0]):

@@ -55,6 +55,7 @@ from ..certificates import PatternLDL, PatternLU, factor_spd, normalised, repeat
 from ._common import COARSEN_MIN, Run, isotropic_matrix, pcg, son_dispatch
 from ._ssnal_kernels import (
     flush_sq,
+    gauss_seidel,
     hess_blocks,
     hess_vec,
     precond_weights,
@@ -464,28 +465,25 @@ def _vcycle(M):
     before and one backward sweep after each coarse-grid correction, the coarsest level by
     pseudo-inverse: a symmetric preconditioner, half the smoothing of pyamg's default), run
     here for all columns level by level, without the residual norms pyamg's ``solve``
-    computes before and after each cycle (two products with the finest matrix per column).
-    Measured in docs/solvers.md (Newton systems at large N)."""
+    computes before and after each cycle (two products with the finest matrix per column);
+    the sweeps by :func:`~convexfl.solvers._ssnal_kernels.gauss_seidel`, all columns in one
+    pass over each level's matrix. Measured in docs/solvers.md (Newton systems at large N)."""
     import pyamg
-    from pyamg.relaxation.relaxation import gauss_seidel
 
     levels = pyamg.ruge_stuben_solver(M).levels
     coarse = np.linalg.pinv(levels[-1].A.toarray())
 
-    def sweep(A, x, b, direction):
-        for c in range(x.shape[1]):
-            column = np.ascontiguousarray(x[:, c])
-            gauss_seidel(A, column, np.ascontiguousarray(b[:, c]), sweep=direction)
-            x[:, c] = column
+    def sweep(A, x, b, forward):
+        gauss_seidel(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b), forward)
 
     def cycle(k, b):
         if k == len(levels) - 1:
             return coarse @ b
         A = levels[k].A
         x = np.zeros_like(b)
-        sweep(A, x, b, "forward")
+        sweep(A, x, b, True)
         x += levels[k].P @ cycle(k + 1, levels[k].R @ (b - A @ x))
-        sweep(A, x, b, "backward")
+        sweep(A, x, b, False)
         return x
 
     return lambda R: cycle(0, np.ascontiguousarray(R, dtype=float))
