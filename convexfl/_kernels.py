@@ -30,15 +30,16 @@ The kernels whose inner loops run over the ``d`` coordinates of a model or flow
 ``smooth_flows``; SSNAL's ``psi_grad``, ``psi_value`` and ``hess_vec``; ADMM's ``admm_run``)
 run, for ``d = 2`` and ``3``, a copy of their body compiled with ``d`` a constant (an
 inlined body called with the literal), where the compiler unrolls those loops and keeps the
-coordinates in registers; other ``d`` run the same body with ``d`` read from the array. The
-arithmetic is the same, in the same order: the results are identical. Measured
-(2026-11-29, min of interleaved rounds in one process): SSNAL's ``hess_vec`` at kNN10
-N = 5·10⁴, d = 3 (3·10⁵ edges) 13.2 → 6.9 ms, ``psi_grad`` 15.8 → 11.3 ms, ``psi_value``
-7.4 → 6.0 ms; ``admm_run`` on make_moons n = 5000 (d = 2) 2.08 → 1.34 ms per iteration
-(kNN10 N = 2·10⁴, d = 3: 5.5 → 5.4 ms, bound by memory); the n = 5000 make_moons path's
-certificates replayed 1.34 → 1.21 s (median of 8), the path itself 2.34 → 2.00 s (median
-of 6, minimum 1.95 → 1.71 s). The price is compilation: the first solves on an empty
-numba cache took 93 s instead of 77 s.
+coordinates in registers; other ``d`` run the same body with ``d`` read from the array.
+Each kernel spells its three calls: numba refuses a generic dispatcher (a factory's
+closure calling ``body(*args, 2)``). The arithmetic is the same, in the same order: the
+results are identical. Measured (2026-11-29, min of interleaved rounds in one process):
+SSNAL's ``hess_vec`` at kNN10 N = 5·10⁴, d = 3 (3·10⁵ edges) 13.2 → 6.9 ms, ``psi_grad``
+15.8 → 11.3 ms, ``psi_value`` 7.4 → 6.0 ms; ``admm_run`` on make_moons n = 5000 (d = 2)
+2.08 → 1.34 ms per iteration (kNN10 N = 2·10⁴, d = 3: 5.5 → 5.4 ms, bound by memory); the
+n = 5000 make_moons path's certificates replayed 1.34 → 1.21 s (median of 8), the path
+itself 2.34 → 2.00 s (median of 6, minimum 1.95 → 1.71 s). The price is compilation: the
+first solves on an empty numba cache took 93 s instead of 77 s.
 """
 
 from __future__ import annotations
