@@ -40,6 +40,7 @@ their own, tied to their accuracy.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -300,6 +301,75 @@ def repeated_solves(lu):
     return solve
 
 
+def pcg(matvec, B, msolve, rtol, max_iter):
+    """Preconditioned CG for ``A X = B`` (``X`` shaped like ``B``), from zero, to
+    ``‖B − AX‖ ≤ rtol ‖B‖``; returns ``(X, iterations)``. Every vector is flushed of
+    subnormal-range entries inside compiled loops (on large sparse graphs the
+    preconditioner's solves decay into them, and numpy's reductions over subnormals were
+    the dominant cost: profiled 5 ms per norm at N = 1e4)."""
+    from ._flow_kernels import cg_direction, cg_update, flush_dot, flush_sq
+
+    X = np.zeros_like(B)
+    R = np.ascontiguousarray(B, dtype=float).copy()
+    bnorm = np.sqrt(flush_sq(R))
+    Z = np.ascontiguousarray(msolve(R))
+    rz = flush_dot(R, Z)
+    P = Z.copy()
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007
+        AP = matvec(P)
+        pap = flush_dot(P, AP)
+        if pap <= 0:
+            break
+        a = rz / pap
+        rr = cg_update(X, R, P, AP, a)
+        if np.sqrt(rr) <= rtol * bnorm:
+            break
+        Z = np.ascontiguousarray(msolve(R))
+        rz_new = flush_dot(R, Z)
+        cg_direction(P, Z, rz_new / rz)
+        rz = rz_new
+    return X, it
+
+
+def vcycle(M):
+    """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on each column of ``R``: pyamg's
+    hierarchy, and the cycle of its ``aspreconditioner`` (one forward Gauss–Seidel sweep
+    before and one backward sweep after each coarse-grid correction, the coarsest level by
+    pseudo-inverse: a symmetric preconditioner, half the smoothing of pyamg's default), run
+    here for all columns level by level, without the residual norms pyamg's ``solve``
+    computes before and after each cycle (two products with the finest matrix per column);
+    the sweeps by :func:`~convexfl._flow_kernels.gauss_seidel`, all columns in one
+    pass over each level's matrix. Measured in docs/solvers.md (Newton systems at large N).
+    The returned solve's ``nnz`` counts the non-zeros of the hierarchy's matrices."""
+    import pyamg
+
+    from ._flow_kernels import gauss_seidel
+
+    levels = pyamg.ruge_stuben_solver(M).levels
+    coarse = np.linalg.pinv(levels[-1].A.toarray())
+
+    def sweep(A, x, b, forward):
+        gauss_seidel(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b), forward)
+
+    def cycle(k, b):
+        if k == len(levels) - 1:
+            return coarse @ b
+        A = levels[k].A
+        x = np.zeros_like(b)
+        sweep(A, x, b, True)
+        x += levels[k].P @ cycle(k + 1, levels[k].R @ (b - A @ x))
+        sweep(A, x, b, False)
+        return x
+
+    def solve(R):
+        return cycle(0, np.ascontiguousarray(R, dtype=float))
+
+    solve.nnz = sum(level.A.nnz for level in levels) + sum(
+        level.P.nnz + level.R.nnz for level in levels[:-1])
+    return solve
+
+
 class PatternLU:
     """Factors of symmetric positive definite matrices that share one sparsity pattern, given
     as COO ``(rows, cols)`` (repeated entries summed), ``size × size``: their values are
@@ -349,6 +419,46 @@ class LDLFactor:
             return self.solver.solve(b)
         return np.column_stack([self.solver.solve(np.ascontiguousarray(b[:, c]))
                                 for c in range(b.shape[1])])
+
+
+class MultigridSolve:
+    """Solves of a grounded Laplacian ``M`` (symmetric positive definite, given by its upper
+    triangle in CSC) by conjugate gradients preconditioned with one Ruge–Stüben V-cycle
+    (:func:`vcycle`), to ``‖b − M x‖ ≤ POTENTIAL_RTOL ‖b‖``: the same interface as
+    :class:`LDLFactor`, for the fused components of at least ``POTENTIAL_AMG_MIN`` nodes in
+    graphs too large to be ordered whole (:func:`elimination_order`), whose exact factors
+    fill in fast where the graph is not planar.
+
+    The solve is inexact, and nothing certified rests on it: it only proposes the potential
+    flow of an alternating-projection step (:class:`_PotentialFlow`), whose residual is
+    computed from the flows themselves, and the bounds of :func:`kkt_residual` are those
+    of the flows it returns. Measured on kNN10 graphs of the d = 3 mixture
+    (``versus._connected_mixture``, unit weights, one node grounded; qdldl's ordering and
+    factorisation against pyamg's set-up, then CG to 1e-6 for three columns, ~10
+    iterations): 5000 nodes 0.15 s and 6 ms against 0.04 s and ~25 ms per solve; 7500 nodes
+    0.49 s and 17 ms against 0.05 s and 38 ms; 10⁴ nodes 1.16 s and 27 ms against 0.06 s and
+    33 ms; 2·10⁴ nodes 2.63 s and 55 ms against 0.15 s and 129 ms; a certificate solves
+    ~8 times per factorisation. Where that measure puts ``POTENTIAL_AMG_MIN`` and
+    ``POTENTIAL_RTOL``, and the solves they changed: docs/solvers.md ("The certificates'
+    large components by multigrid")."""
+
+    def __init__(self, U):
+        M = (U + U.T - sp.diags(U.diagonal())).tocsr()
+        self.matrix = M
+        self.cycle = vcycle(M)
+        self.nnz = M.nnz + self.cycle.nnz
+        self.iterations = 0  # CG iterations over all solves
+
+    def solve(self, b):
+        block = np.ascontiguousarray(b.reshape(b.shape[0], -1), dtype=float)
+        x, it = pcg(self.matrix.dot, block, self.cycle, POTENTIAL_RTOL, POTENTIAL_CG_MAX)
+        self.iterations += it
+        return x.reshape(b.shape)
+
+
+POTENTIAL_AMG_MIN = 5000  # fused components solved by MultigridSolve from this many nodes on
+POTENTIAL_RTOL = 1e-8  # ...to this relative residual
+POTENTIAL_CG_MAX = 100  # ...in at most this many CG iterations
 
 
 class OrderedLDL:
@@ -463,7 +573,8 @@ def _potential_factor(n, edges, w, rank=None):
     path most clusters outlive a merge elsewhere), and ``lu`` is the LU of the grounded
     Laplacian of the rest (``free`` nodes): :class:`OrderedLDL` in the elimination order of
     the nodes' ``rank`` when given (the certificates give their graph's), else qdldl's
-    :class:`LDLFactor`. Entries are cached (along a path only λ
+    :class:`LDLFactor`, or :class:`MultigridSolve` for a component of at least
+    ``POTENTIAL_AMG_MIN`` nodes. Entries are cached (along a path only λ
     changes, and it only scales; a component searched alone has its own entry:
     :func:`_search_components`), least recently used out first once their sizes add up to
     more than ``POTENTIAL_CACHE_NNZ`` (or there are more than ``POTENTIAL_CACHE_ENTRIES``)."""
@@ -512,7 +623,9 @@ def _new_potential_factor(n, edges, w, rank=None):
     if not np.any(free):
         lu = None
     elif rank is None:
-        lu = LDLFactor(grounded_laplacian(n, edges, w, free, upper=True), upper=True)
+        factor = (MultigridSolve if n_comp == 1 and n >= POTENTIAL_AMG_MIN
+                  else functools.partial(LDLFactor, upper=True))
+        lu = factor(grounded_laplacian(n, edges, w, free, upper=True))
     else:
         lu = OrderedLDL(n, edges, w, free, rank)
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)

@@ -1017,6 +1017,63 @@ def test_graphs_above_the_order_limit_are_not_ordered_whole(monkeypatch):
     assert verdicts[0] == pytest.approx(verdicts[1], rel=1e-6)
 
 
+def test_multigrid_solves_a_grounded_laplacian_to_its_tolerance():
+    """:class:`MultigridSolve` (CG with one V-cycle) solves a grounded Laplacian of a kNN
+    graph in d = 3 to ``POTENTIAL_RTOL`` of the right-hand side, one column or a block, and
+    counts its CG iterations; an exact solve is within that of it."""
+    import scipy.sparse
+
+    from convexfl.certificates import MultigridSolve, grounded_laplacian
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    graph = cfl.graphs.knn(rng.standard_normal((n, 3)), 10)
+    keep = np.ones(n, bool)
+    keep[0] = False
+    U = grounded_laplacian(n, graph.edges, rng.uniform(0.5, 2.0, graph.n_edges), keep,
+                           upper=True)
+    M = (U + U.T - scipy.sparse.diags(U.diagonal())).tocsr()
+    solver = MultigridSolve(U)
+    for b in (rng.standard_normal(n - 1), rng.standard_normal((n - 1, 3))):
+        x = solver.solve(b)
+        assert x.shape == b.shape
+        assert np.linalg.norm(b - M @ x) <= certificates.POTENTIAL_RTOL * np.linalg.norm(b)
+        exact = certificates.LDLFactor(U, upper=True).solve(b)
+        assert np.linalg.norm(x - exact) <= 1e-4 * np.linalg.norm(exact)
+    assert 0 < solver.iterations <= 2 * certificates.POTENTIAL_CG_MAX
+    assert solver.nnz > M.nnz
+
+
+def test_large_components_by_multigrid_give_the_certificates_of_exact_factors(monkeypatch):
+    """In graphs too large to be ordered whole, fused components of ``POTENTIAL_AMG_MIN``
+    nodes or more get :class:`MultigridSolve` instead of an exact ``L D Lᵀ`` (limits lowered
+    here to a 1200-user kNN graph in d = 3): the certificates of the solution and of a
+    candidate at another λ agree with those of the exact factors to the flow search's ``rtol``,
+    with the same verdicts, and both bounds stay certified (lower ≤ upper)."""
+    from convexfl.certificates import MultigridSolve
+
+    rng = np.random.default_rng(5)
+    A = np.concatenate([rng.standard_normal((600, 3)), 3.0 + rng.standard_normal((600, 3))])
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 2.0)
+    sol = cfl.solve(prob, method="ssnal", tol=1e-8)
+    assert sol.converged and sol.n_clusters < 20
+    other = cfl.solve(cfl.SumOfNorms(prob.loss, prob.graph, 1.7), method="ssnal", tol=1e-8)
+    candidates = [sol.X, other.X]  # the solution, and that of another λ
+    monkeypatch.setattr(certificates, "ORDER_MAX_USERS", 100)
+    results = {}
+    for amg_min in (10**9, 200):
+        monkeypatch.setattr(certificates, "POTENTIAL_AMG_MIN", amg_min)
+        certificates.clear_cache()
+        results[amg_min] = [kkt_residual(prob, X, fuse_tol=1e-6) for X in candidates]
+        kinds = {type(entry[3]) for entry in certificates._POTENTIAL_CACHE.values()}
+        assert (MultigridSolve in kinds) == (amg_min == 200)
+    for exact, multigrid in zip(results[10**9], results[200], strict=True):
+        assert multigrid.kkt_abs_lower <= multigrid.kkt_abs
+        assert (multigrid.kkt_residual <= 1e-6) == (exact.kkt_residual <= 1e-6)
+        assert multigrid.kkt_abs == pytest.approx(exact.kkt_abs, rel=2e-3, abs=1e-9)
+        assert multigrid.kkt_abs_lower <= exact.kkt_abs and exact.kkt_abs_lower <= multigrid.kkt_abs
+
+
 @pytest.mark.parametrize("d", [1, 2, 3, 4])
 def test_the_flow_kernels_are_their_formulas_in_every_dimension(d):
     """``flow_residual``, ``potential_step``, ``edge_norms`` and one pass of ``smooth_flows``

@@ -83,7 +83,7 @@ def test_bad_options_raise_errors_naming_the_argument(option, value, exc):
 
 
 def test_pcg_flushes_subnormal_range_entries_and_solves():
-    from convexfl.solvers._common import pcg
+    from convexfl.certificates import pcg
     from convexfl.solvers.ssnal import _flush
 
     rng = np.random.default_rng(0)
@@ -384,7 +384,7 @@ def test_the_sparsified_matrix_is_assembled_as_defined(n, d, share, seed):
 
 @pytest.mark.parametrize("n", [5, 600])
 def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
-    """``_vcycle`` applies, to all columns at once, the V-cycle of pyamg's preconditioner
+    """``vcycle`` applies, to all columns at once, the V-cycle of pyamg's preconditioner
     (Ruge–Stüben hierarchy, forward Gauss–Seidel before and backward after each coarse
     correction, pseudo-inverse on the coarsest level): the same numbers to rounding, on a
     hierarchy of several levels and on one of a single level; and it is symmetric, as CG
@@ -392,7 +392,7 @@ def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
     import pyamg
     import scipy.sparse as sp
 
-    from convexfl.solvers.ssnal import _vcycle
+    from convexfl.certificates import vcycle
 
     rng = np.random.default_rng(3)
     edges = cfl.graphs.knn(rng.standard_normal((n, 3)), min(6, n - 1)).edges
@@ -407,7 +407,7 @@ def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
     one = ml.aspreconditioner(cycle="V")
     R = rng.standard_normal((n, 3))
     expected = np.column_stack([one.matvec(R[:, c].copy()) for c in range(3)])
-    solve = _vcycle(M)
+    solve = vcycle(M)
     np.testing.assert_allclose(solve(R), expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())
     a, b = rng.standard_normal((2, n, 1))
     assert np.vdot(solve(a), b) == pytest.approx(np.vdot(a, solve(b)), rel=1e-10)

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from .._flow_kernels import project_flows, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
-from ..certificates import PatternLU, factor_spd, kkt_residual, repeated_solves
+from ..certificates import PatternLU, factor_spd, kkt_residual, pcg, repeated_solves
 from ..clusters import components
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
@@ -56,7 +56,6 @@ from ._common_kernels import (
     reduced_grad_hess,
     reduced_hess_vec,
 )
-from ._ssnal_kernels import cg_direction, cg_update, flush_dot, flush_sq
 from .base import Solution
 
 FUSE_RTOL = 1e-10
@@ -315,35 +314,6 @@ def isotropic_matrix(coef, edges, w, n):
     i, j = edges.T
     adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
     return sp.diags(coef + np.asarray(adj.sum(axis=1)).ravel(), format="csr") - adj
-
-
-def pcg(matvec, B, msolve, rtol, max_iter):
-    """Preconditioned CG for ``A X = B`` (``X`` shaped like ``B``), from zero, to
-    ``‖B − AX‖ ≤ rtol ‖B‖``; returns ``(X, iterations)``. Every vector is flushed of
-    subnormal-range entries inside compiled loops (on large sparse graphs the
-    preconditioner's solves decay into them, and numpy's reductions over subnormals were
-    the dominant cost: profiled 5 ms per norm at N = 1e4)."""
-    X = np.zeros_like(B)
-    R = np.ascontiguousarray(B, dtype=float).copy()
-    bnorm = np.sqrt(flush_sq(R))
-    Z = np.ascontiguousarray(msolve(R))
-    rz = flush_dot(R, Z)
-    P = Z.copy()
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007
-        AP = matvec(P)
-        pap = flush_dot(P, AP)
-        if pap <= 0:
-            break
-        a = rz / pap
-        rr = cg_update(X, R, P, AP, a)
-        if np.sqrt(rr) <= rtol * bnorm:
-            break
-        Z = np.ascontiguousarray(msolve(R))
-        rz_new = flush_dot(R, Z)
-        cg_direction(P, Z, rz_new / rz)
-        rz = rz_new
-    return X, it
 
 
 def _isotropic_newton_step(coef, edges, cap, W, grad, rtol):

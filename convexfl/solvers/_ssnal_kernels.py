@@ -141,112 +141,11 @@ def _hess_vec(coef, edges, cap, P, tnorm, sigma, V, out, d):
 
 
 @njit(cache=True)
-def gauss_seidel(indptr, indices, data, X, B, forward):
-    """One Gauss–Seidel sweep on ``A X = B`` for every column of ``X`` (in place), ``A`` in
-    CSR: row by row, forward or backward, ``x_i ← (b_i − Σ_{j≠i} a_ij x_j)/a_ii`` (rows
-    with a zero diagonal left as they are), the arithmetic of pyamg's ``gauss_seidel`` for
-    one column. The matrix is read once for all columns (for 2 and 3 columns compiled with
-    the count a constant)."""
-    m = X.shape[1]
-    if m == 2:
-        _gauss_seidel(indptr, indices, data, X, B, forward, 2)
-    elif m == 3:
-        _gauss_seidel(indptr, indices, data, X, B, forward, 3)
-    else:
-        _gauss_seidel(indptr, indices, data, X, B, forward, m)
-
-
-@njit(inline="always")
-def _gauss_seidel(indptr, indices, data, X, B, forward, m):
-    n = X.shape[0]
-    rsum = np.empty(m)
-    for t in range(n):
-        i = t if forward else n - 1 - t
-        diag = 0.0
-        for c in range(m):
-            rsum[c] = 0.0
-        for q in range(indptr[i], indptr[i + 1]):
-            j = indices[q]
-            if j == i:
-                diag = data[q]
-            else:
-                for c in range(m):
-                    rsum[c] += data[q] * X[j, c]
-        if diag != 0.0:
-            for c in range(m):
-                X[i, c] = (B[i, c] - rsum[c]) / diag
-
-
-@njit(cache=True)
 def precond_weights(edges, cap, tnorm, sigma, out):
     """Isotropic edge weights of the preconditioner ``C + σ L_w``: 1 inside, c/‖T‖ outside."""
     for e in range(edges.shape[0]):
         t = tnorm[e]
         out[e] = sigma if t <= cap[e] else sigma * cap[e] / t
-
-
-@njit(cache=True)
-def flush_sq(V):
-    """Zero the entries below 1e-150 in magnitude (their products are subnormal, ~100×
-    slower on x86) and return ``‖V‖²`` of the flushed array."""
-    flat = V.reshape(-1)
-    acc = 0.0
-    for k in range(flat.size):
-        v = flat[k]
-        if abs(v) < 1e-150:
-            flat[k] = 0.0
-        else:
-            acc += v * v
-    return acc
-
-
-@njit(cache=True)
-def flush_dot(U, V):
-    """``⟨U, V⟩`` after zeroing the entries of both below 1e-150 in magnitude."""
-    fu = U.reshape(-1)
-    fv = V.reshape(-1)
-    acc = 0.0
-    for k in range(fu.size):
-        a = fu[k]
-        b = fv[k]
-        if abs(a) < 1e-150:
-            fu[k] = 0.0
-            continue
-        if abs(b) < 1e-150:
-            fv[k] = 0.0
-            continue
-        acc += a * b
-    return acc
-
-
-@njit(cache=True)
-def cg_update(X, R, P, AP, a):
-    """``X += a P``, ``R −= a AP`` (flushing subnormal-range entries of R); returns ‖R‖²."""
-    fx = X.reshape(-1)
-    fr = R.reshape(-1)
-    fp = P.reshape(-1)
-    fa = AP.reshape(-1)
-    acc = 0.0
-    for k in range(fx.size):
-        fx[k] += a * fp[k]
-        r = fr[k] - a * fa[k]
-        if abs(r) < 1e-150:
-            r = 0.0
-        fr[k] = r
-        acc += r * r
-    return acc
-
-
-@njit(cache=True)
-def cg_direction(P, Z, beta):
-    """``P = Z + beta P`` (flushed)."""
-    fp = P.reshape(-1)
-    fz = Z.reshape(-1)
-    for k in range(fp.size):
-        v = fz[k] + beta * fp[k]
-        if abs(v) < 1e-150:
-            v = 0.0
-        fp[k] = v
 
 
 @njit(cache=True)

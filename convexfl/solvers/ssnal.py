@@ -48,14 +48,20 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from .._flow_kernels import masked_components, put_rows, sums_by_label
+from .._flow_kernels import flush_sq, masked_components, put_rows, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_int, as_scalar
-from ..certificates import PatternLDL, PatternLU, factor_spd, normalised, repeated_solves
-from ._common import COARSEN_MIN, Run, isotropic_matrix, pcg, son_dispatch
+from ..certificates import (
+    PatternLDL,
+    PatternLU,
+    factor_spd,
+    normalised,
+    pcg,
+    repeated_solves,
+    vcycle,
+)
+from ._common import COARSEN_MIN, Run, isotropic_matrix, son_dispatch
 from ._ssnal_kernels import (
-    flush_sq,
-    gauss_seidel,
     hess_blocks,
     hess_vec,
     precond_weights,
@@ -204,8 +210,9 @@ def newton_solver_for(n, m, d, choice="auto"):
     the Hessian with the off-diagonal blocks of its weak edges dropped, and, on the users
     whose strong edges still join more than ``SPARSIFIED_MAX_COMPONENT`` of them
     (:meth:`_Precond.strong_edges`), the isotropic ``C + σ L_w`` by one
-    algebraic-multigrid V-cycle (:func:`_vcycle`) from :data:`AMG_MIN` users on and by the
-    exact sparse LU (:func:`~convexfl.certificates.factor_spd`) below.
+    algebraic-multigrid V-cycle (:func:`~convexfl.certificates.vcycle`) from
+    :data:`AMG_MIN` users on and by the exact sparse LU
+    (:func:`~convexfl.certificates.factor_spd`) below.
 
     "sparsified" against "amg" (kNN10 mixture, d = 3, ``python -m benchmarks.large_knn``'s
     instances, SSNAL after ``auto``'s ADMM stage, certified 1e-6, one run each, 2-core
@@ -304,7 +311,7 @@ class _Precond:
         else:
             M = self._isotropic(w)
             self.solve = (repeated_solves(factor_spd(M)) if self.fallback == "lu"
-                          else _vcycle(M))
+                          else vcycle(M))
         self.time += time.perf_counter() - start
 
     def _isotropic(self, w):
@@ -445,7 +452,7 @@ class _Precond:
         small = ~big
         lu = self.ldl.factor(self._sparsified(blocks, keep, users=small, upper=True))
         M = self._isotropic(wts)[big][:, big]
-        iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else _vcycle(M)
+        iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else vcycle(M)
 
         at_small, at_big = np.flatnonzero(small), np.flatnonzero(big)
 
@@ -457,36 +464,6 @@ class _Precond:
 
         self.solve = solve
         self.time += time.perf_counter() - start
-
-
-def _vcycle(M):
-    """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on each column of ``R``: pyamg's
-    hierarchy, and the cycle of its ``aspreconditioner`` (one forward Gauss–Seidel sweep
-    before and one backward sweep after each coarse-grid correction, the coarsest level by
-    pseudo-inverse: a symmetric preconditioner, half the smoothing of pyamg's default), run
-    here for all columns level by level, without the residual norms pyamg's ``solve``
-    computes before and after each cycle (two products with the finest matrix per column);
-    the sweeps by :func:`~convexfl.solvers._ssnal_kernels.gauss_seidel`, all columns in one
-    pass over each level's matrix. Measured in docs/solvers.md (Newton systems at large N)."""
-    import pyamg
-
-    levels = pyamg.ruge_stuben_solver(M).levels
-    coarse = np.linalg.pinv(levels[-1].A.toarray())
-
-    def sweep(A, x, b, forward):
-        gauss_seidel(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b), forward)
-
-    def cycle(k, b):
-        if k == len(levels) - 1:
-            return coarse @ b
-        A = levels[k].A
-        x = np.zeros_like(b)
-        sweep(A, x, b, True)
-        x += levels[k].P @ cycle(k + 1, levels[k].R @ (b - A @ x))
-        sweep(A, x, b, False)
-        return x
-
-    return lambda R: cycle(0, np.ascontiguousarray(R, dtype=float))
 
 
 def _flush(V):
