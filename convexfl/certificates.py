@@ -40,7 +40,6 @@ their own, tied to their accuracy.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -422,8 +421,8 @@ class LDLFactor:
 
 
 class MultigridSolve:
-    """Solves of a grounded Laplacian ``M`` (symmetric positive definite, given by its upper
-    triangle in CSC) by conjugate gradients preconditioned with one Ruge–Stüben V-cycle
+    """Solves of a grounded Laplacian ``M`` (symmetric positive definite, sparse) by
+    conjugate gradients preconditioned with one Ruge–Stüben V-cycle
     (:func:`vcycle`), to ``‖b − M x‖ ≤ POTENTIAL_RTOL ‖b‖``: the same interface as
     :class:`LDLFactor`, for the fused components of at least ``POTENTIAL_AMG_MIN`` nodes in
     graphs too large to be ordered whole (:func:`elimination_order`), whose exact factors
@@ -442,11 +441,10 @@ class MultigridSolve:
     ``POTENTIAL_RTOL``, and the solves they changed: docs/solvers.md ("The certificates'
     large components by multigrid")."""
 
-    def __init__(self, U):
-        M = (U + U.T - sp.diags(U.diagonal())).tocsr()
-        self.matrix = M
-        self.cycle = vcycle(M)
-        self.nnz = M.nnz + self.cycle.nnz
+    def __init__(self, M):
+        self.matrix = sp.csr_matrix(M)
+        self.cycle = vcycle(self.matrix)
+        self.nnz = self.matrix.nnz + self.cycle.nnz
         self.iterations = 0  # CG iterations over all solves
 
     def solve(self, b):
@@ -622,10 +620,10 @@ def _new_potential_factor(n, edges, w, rank=None):
             free &= ~np.isin(comp, big)
     if not np.any(free):
         lu = None
+    elif rank is None and n_comp == 1 and n >= POTENTIAL_AMG_MIN:
+        lu = MultigridSolve(grounded_laplacian(n, edges, w, free))
     elif rank is None:
-        factor = (MultigridSolve if n_comp == 1 and n >= POTENTIAL_AMG_MIN
-                  else functools.partial(LDLFactor, upper=True))
-        lu = factor(grounded_laplacian(n, edges, w, free, upper=True))
+        lu = LDLFactor(grounded_laplacian(n, edges, w, free, upper=True), upper=True)
     else:
         lu = OrderedLDL(n, edges, w, free, rank)
     size = n + (lu.nnz if lu is not None else 0) + sum(b[6] for _, b in blocks)
