@@ -610,3 +610,21 @@ def test_the_ssnal_kernels_are_their_formulas_in_every_dimension(d):
     out = np.empty((n, d))
     hess_vec(coef, edges, cap, P, tnorm, sigma, V, out)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
+def test_sigma_is_lowered_when_newton_runs_out():
+    """An outer iteration whose Newton steps ran out (``max_newton``) before its
+    subproblem's tolerance divides σ by ``sigma_factor`` instead of raising it; one that
+    reached its tolerance never lowers σ. Either way the answer is certified."""
+    rng = np.random.default_rng(8)
+    A = np.r_[rng.standard_normal((60, 2)), rng.standard_normal((60, 2)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 6), 0.2)
+    for max_newton in (1, 50):
+        sol = cfl.solve(prob, method="ssnal", max_newton=max_newton, sigma=50.0, tol=1e-8)
+        assert sol.converged
+        h = sol.history
+        steps, sigma = np.array(h["newton"]), np.array(h["sigma"])
+        lowered = sigma[1:] < sigma[:-1]
+        ran_out = steps[:-1] >= max_newton
+        assert not np.any(lowered & ~ran_out)
+        assert np.any(lowered) == (max_newton == 1)
