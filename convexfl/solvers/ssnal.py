@@ -106,7 +106,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         start with flows (``warm_start``, or ``X0`` with ``flows0``), ``WARM_SIGMA_SCALE``
         (0.1) times that (measured at the constant).
     sigma_factor : float
-        σ is multiplied by this (> 1) when the primal residual decreases too slowly.
+        σ is multiplied by this (> 1) when the primal residual decreases too slowly, and
+        divided by it when an outer iteration's Newton steps ran out (``max_newton``)
+        before its subproblem's tolerance (:data:`SIGMA_MIN`).
     sigma_max : float
         Upper limit of σ.
     max_newton : int
