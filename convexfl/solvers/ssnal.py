@@ -16,13 +16,14 @@ leaving a strongly convex, once-differentiable function of ``X``,
     \qquad ∇ψ(X) = ∇f(X) + Dᵀ Π_{c}(Y + σ D X),
 
 solved by a semismooth Newton method (generalised Hessian ``C + σ DᵀJD``, preconditioned
-conjugate gradients, the preconditioner reused while it stays effective; Armijo line search
-on ψ). The preconditioner (``newton_solver``, :func:`newton_solver_for`) is a dense
-Cholesky factor on small or dense graphs; the sparse LU of the Hessian itself in d ≤ 2 up
-to 2·10⁴ users; elsewhere the ``L D Lᵀ`` of the Hessian with its weak edges dropped
-(``"sparsified"``, qdldl), or, where its strong edges join too many users, the isotropic
-``C + σ L_w`` by exact LU below 10⁴ users and one algebraic-multigrid V-cycle (pyamg,
-Ruge–Stüben) above.
+conjugate gradients to ``‖r‖ ≤ min(10⁻², ‖∇ψ‖^τ) ‖∇ψ‖`` (normalised, τ = :data:`CG_TAU`),
+the preconditioner reused while it stays effective; Armijo line search on ψ), each
+subproblem to :data:`INNER_SHARE` of the last primal residual. The preconditioner
+(``newton_solver``, :func:`newton_solver_for`) is a dense Cholesky factor on small or dense
+graphs; the sparse LU of the Hessian itself in d ≤ 2 up to 2·10⁴ users; elsewhere the
+``L D Lᵀ`` of the Hessian with its weak edges dropped (``"sparsified"``, qdldl), or, where
+its strong edges join too many users, the isotropic ``C + σ L_w`` by exact LU below 10⁴
+users and one algebraic-multigrid V-cycle (pyamg, Ruge–Stüben) above.
 Then ``Y ← Π_c(Y + σ D X)``, which keeps every ``‖y_e‖ ≤ λ w_e``: the multipliers **are**
 the flows ``u_e = λ w_e s_e`` of (KKT), and the edges with ``‖y_e + σ(x_i − x_j)‖ ≤ λ w_e``
 have ``z_e = 0`` exactly (fused).
