@@ -628,3 +628,57 @@ def test_sigma_is_lowered_when_newton_runs_out():
         ran_out = steps[:-1] >= max_newton
         assert not np.any(lowered & ~ran_out)
         assert np.any(lowered) == (max_newton == 1)
+
+
+def test_the_renumbering_is_a_relabelling_of_users_and_edges():
+    """``_Numbering``: the users in reverse Cuthill–McKee order and the edges sorted by their
+    new ends; each edge keeps its ends (renamed) and orientation, and ``candidate`` maps
+    everything back."""
+    from convexfl.solvers.ssnal import _Numbering
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((300, 3))
+    edges = cfl.graphs.knn(A, 6).edges
+    order = _Numbering(edges, 300, True)
+    assert sorted(order.users) == list(range(300)) and sorted(order.order) == list(
+        range(len(edges)))
+    new_A = order.users_in(A)
+    assert np.array_equal(new_A[order.edges], A[edges][order.order])
+    ends = np.sort(order.edges, axis=1)
+    assert np.all(np.diff(ends[:, 0]) >= 0)
+    Y = rng.standard_normal((len(edges), 3))
+    fused = rng.random(len(edges)) < 0.5
+    back = order.candidate(order.edges_in(fused), new_A, order.edges_in(Y))
+    assert all(np.array_equal(x, y) for x, y in zip(back, (fused, A, Y)))
+    plain = _Numbering(edges, 300, False)
+    assert plain.edges is edges and plain.candidate(fused, A, Y)[1] is A
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_renumbered_iterations_give_the_same_certified_solution(monkeypatch, warm):
+    """From ``RENUMBER_MIN`` users the iterations run in the renumbered order: the same
+    certified solution, cold and from a warm start with flows (given and returned in the
+    problem's numbering; a mix-up would fail the certificate). The warm runs skip the
+    polish, which would certify the warm partition before any iteration."""
+    import convexfl.solvers.ssnal as ssnal
+
+    rng = np.random.default_rng(4)
+    A = np.r_[rng.standard_normal((200, 3)), rng.standard_normal((200, 3)) + 3.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 8), 0.4)
+    start = cfl.solve(prob, method="admm", max_iter=5, polish=False) if warm else None
+    opts = dict(tol=1e-8, warm_start=start, polish=not warm)
+    plain = cfl.solve(prob, method="ssnal", **opts)
+    monkeypatch.setattr(ssnal, "RENUMBER_MIN", 1)
+    renumbered = cfl.solve(prob, method="ssnal", **opts)
+    assert plain.converged and renumbered.converged and renumbered.kkt_residual <= 1e-8
+    assert renumbered.n_iter > 0 and 1 < renumbered.n_clusters < 400
+    assert cfl.clusters.same_partition(renumbered.labels(), plain.labels())
+    assert np.abs(renumbered.X - plain.X).max() <= 1e-6
+    assert abs(renumbered.objective - plain.objective) <= 1e-8 * abs(plain.objective)
+    # the same iterations, whose candidates' flows reach the certificates in the right order
+    # (a mix-up leaves the candidates right but their certified residuals far apart)
+    kkt = [np.asarray(sol.history["certified_kkt"]) for sol in (plain, renumbered)]
+    k = min(map(len, kkt))
+    assert k >= 2 and np.allclose(kkt[0][:k], kkt[1][:k], rtol=1e-2)
+    cap = prob.lam * prob.graph.weights
+    assert np.all(np.linalg.norm(renumbered.flows, axis=1) <= cap * (1 + 1e-12))

@@ -48,6 +48,7 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .._flow_kernels import flush_sq, masked_components, put_rows, sums_by_label
 from .._kernels import QUADRATIC
@@ -229,6 +230,9 @@ CG_TAU = 0.5
 # n = 2·10⁴ path (its repairs' reduced SSNAL, tol 1e-9), 1 against 0.2: 16.6 / 17.8
 # against 17.5 / 17.9 s
 INNER_SHARE = 0.5
+# the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
+# (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
+RENUMBER_MIN = 20_000
 
 
 def newton_solver_for(n, m, d, choice="auto"):
@@ -498,6 +502,53 @@ class _Precond:
         self.time += time.perf_counter() - start
 
 
+class _Numbering:
+    """The numbering of users and edges in which SSNAL iterates: with ``renumber``, the users
+    in reverse Cuthill–McKee order of the graph (scipy) and the edges sorted by their ends'
+    new numbers, so that the loops over the edges (ψ, its gradient, the Hessian's products
+    and blocks, the preconditioners' set-ups and V-cycles) read and write nearby memory;
+    else the problem's own. Each edge keeps its orientation, so its flow keeps its sign.
+
+    Measured (kNN10 mixtures d = 3, 2-core machine, one process), the Hessian product at
+    N = 2·10⁴, 5·10⁴, 10⁵: 1.83 → 1.50, 6.73 → 3.45, 15.2 → 7.5 ms; at 5000 and 10⁴
+    within 7 %, whose iterates fit in the cache either way. The renumbering costs 36, 107
+    and 217 ms there. On a λ = 3 system at N = 5·10⁴ (σ = 4·10⁴): ψ's gradient 7.3 →
+    5.2 ms, one V-cycle on ``C + σ L_w`` 22.9 → 14.5 ms, its set-up 313 → 204 ms."""
+
+    def __init__(self, edges, n, renumber):
+        self.users = self.order = None  # new number -> the problem's
+        self.edges = edges
+        if renumber:
+            adj = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])),
+                                shape=(n, n))
+            self.users = reverse_cuthill_mckee((adj + adj.T).tocsr(), symmetric_mode=True)
+            new = np.empty(n, np.int64)
+            new[self.users] = np.arange(n)
+            ends = new[edges]
+            self.order = np.lexsort((ends.max(axis=1), ends.min(axis=1)))
+            self.edges = np.ascontiguousarray(ends[self.order])
+
+    def users_in(self, V):
+        """Per-user rows in the new numbering."""
+        return np.ascontiguousarray(V if self.users is None else V[self.users])
+
+    def edges_in(self, V):
+        """Per-edge rows in the new numbering."""
+        return np.ascontiguousarray(V if self.order is None else V[self.order])
+
+    def candidate(self, fused, X, Y):
+        """``(fused, X, Y)`` back in the problem's numbering (new arrays)."""
+        if self.users is None:
+            return fused, X, Y
+        return _back(fused, self.order), _back(X, self.users), _back(Y, self.order)
+
+
+def _back(V, new_to_old):
+    out = np.empty_like(V)
+    out[new_to_old] = V
+    return out
+
+
 def _flush(V):
     """Zero the subnormal-range entries (solves on large graphs decay into them, and
     subnormal arithmetic is ~100× slower)."""
@@ -541,21 +592,23 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
 
     tol, max_iter, X0, flows0 = run.tol, run.max_iter, run.X0, run.flows0
     loss, graph = prob.loss, prob.graph
-    A = np.ascontiguousarray(loss.F)
-    coef = np.ascontiguousarray(loss.coef)
-    n, d = A.shape
-    edges = graph.edges
-    cap = prob.lam * graph.weights
-    m = edges.shape[0]
-    X = A.copy() if X0 is None else np.array(X0, dtype=float)
-    Y = np.zeros((m, d)) if flows0 is None else np.array(flows0, dtype=float)
+    n, d = loss.F.shape
+    m = graph.n_edges
     dense_graph = m > n * n / 8  # at least about a quarter of all pairs
     warm = X0 is not None and flows0 is not None
     if sigma is None:
-        spread = graph.distances(A).mean()
-        sigma = (2.0 if dense_graph else 1.0) * float(cap.mean() / max(spread, 1e-12))
+        spread = graph.distances(loss.F).mean()
+        cap_mean = float((prob.lam * graph.weights).mean())
+        sigma = (2.0 if dense_graph else 1.0) * cap_mean / max(spread, 1e-12)
         sigma = min(max(sigma * (WARM_SIGMA_SCALE if warm else 1.0), SIGMA_MIN), 1e4)
     sigma = min(sigma, sigma_max)
+    order = _Numbering(graph.edges, n, n >= RENUMBER_MIN)  # the iterations' numbering
+    A = order.users_in(loss.F)
+    coef = order.users_in(loss.coef)
+    edges = order.edges
+    cap = order.edges_in(prob.lam * graph.weights)
+    X = A.copy() if X0 is None else order.users_in(np.array(X0, dtype=float))
+    Y = np.zeros((m, d)) if flows0 is None else order.edges_in(np.array(flows0, dtype=float))
     G = np.empty((n, d))
     P = np.empty((m, d))
     tnorm = np.empty(m)
@@ -649,16 +702,17 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             lowest, lowest_at = proxy, outer
         stuck = outer - max(lowest_at, certified_at) >= STALL_ITERS
         failed = False
-        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(fused) \
+        candidate = order.candidate(fused, X, Y)  # in the problem's numbering
+        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(candidate[0]) \
                 or stuck:
             certified_at = outer
-            if run.certify(hist, outer, fused, X, Y):
+            if run.certify(hist, outer, *candidate):
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
             kkts = hist["certified_kkt"]
             failed = proxy <= tol and len(kkts) > 1 and kkts[-1] >= kkts[-2]
-        if n >= COARSEN_MIN and run.coarsen(hist, outer, fused, X, Y):
+        if n >= COARSEN_MIN and run.coarsen(hist, outer, *candidate):
             converged, stage = True, "coarsening"
             break
         eps_inner = max(0.05 * tol_abs, INNER_SHARE * eta_p)
@@ -685,5 +739,5 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         hist["n_factor_mixed"] = pre.n_mixed
     hist["time_precond_s"] = pre.time
     hist["cg_total"] = cg_total
-    return run.solution((fused, X, Y), converged=converged, n_iter=outer, history=hist,
-                        stage=stage, message=message)
+    return run.solution(order.candidate(fused, X, Y), converged=converged, n_iter=outer,
+                        history=hist, stage=stage, message=message)
