@@ -23,7 +23,10 @@ subproblem to :data:`INNER_SHARE` of the last primal residual. The preconditione
 graphs; the sparse LU of the Hessian itself in d ≤ 2 up to 2·10⁴ users; elsewhere the
 ``L D Lᵀ`` of the Hessian with its weak edges dropped (``"sparsified"``, qdldl), or, where
 its strong edges join too many users, the isotropic ``C + σ L_w`` by exact LU below 10⁴
-users and one algebraic-multigrid V-cycle (pyamg, Ruge–Stüben) above.
+users and one algebraic-multigrid V-cycle (pyamg, Ruge–Stüben) above. From
+:data:`RENUMBER_MIN` users the iterations run in a numbering of users and edges that keeps
+the graph's neighbours near in memory (:class:`_Numbering`); candidates and the solution are
+in the problem's own.
 Then ``Y ← Π_c(Y + σ D X)``, which keeps every ``‖y_e‖ ≤ λ w_e``: the multipliers **are**
 the flows ``u_e = λ w_e s_e`` of (KKT), and the edges with ``‖y_e + σ(x_i − x_j)‖ ≤ λ w_e``
 have ``z_e = 0`` exactly (fused).
