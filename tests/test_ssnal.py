@@ -649,7 +649,7 @@ def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     Y = rng.standard_normal((len(edges), 3))
     fused = rng.random(len(edges)) < 0.5
     back = order.candidate(order.edges_in(fused), new_A, order.edges_in(Y))
-    assert all(np.array_equal(x, y) for x, y in zip(back, (fused, A, Y)))
+    assert all(np.array_equal(x, y) for x, y in zip(back, (fused, A, Y), strict=True))
     plain = _Numbering(edges, 300, False)
     assert plain.edges is edges and plain.candidate(fused, A, Y)[1] is A
 

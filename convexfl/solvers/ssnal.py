@@ -516,7 +516,10 @@ class _Numbering:
     N = 2·10⁴, 5·10⁴, 10⁵: 1.83 → 1.50, 6.73 → 3.45, 15.2 → 7.5 ms; at 5000 and 10⁴
     within 7 %, whose iterates fit in the cache either way. The renumbering costs 36, 107
     and 217 ms there. On a λ = 3 system at N = 5·10⁴ (σ = 4·10⁴): ψ's gradient 7.3 →
-    5.2 ms, one V-cycle on ``C + σ L_w`` 22.9 → 14.5 ms, its set-up 313 → 204 ms."""
+    5.2 ms, one V-cycle on ``C + σ L_w`` 22.9 → 14.5 ms, its set-up 313 → 204 ms. Whole
+    solves (``auto``, certified 1e-6, one process alternating): N = 5·10⁴, λ = 3: 116.7 →
+    110.1 s; λ = 0.3: 28.0–33.6 → 25.2–27.6 s; N = 10⁵, λ = 0.3: 48.3–48.9 → 41.3–42.1 s
+    (docs/solvers.md, "The iterations in a locality numbering")."""
 
     def __init__(self, edges, n, renumber):
         self.users = self.order = None  # new number -> the problem's
