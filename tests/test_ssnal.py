@@ -638,8 +638,9 @@ def test_the_renumbering_is_a_relabelling_of_users_and_edges():
 
     rng = np.random.default_rng(5)
     A = rng.standard_normal((300, 3))
-    edges = cfl.graphs.knn(A, 6).edges
-    order = _Numbering(edges, 300, True)
+    graph = cfl.graphs.knn(A, 6)
+    edges = graph.edges
+    order = _Numbering(graph, True)
     assert sorted(order.users) == list(range(300)) and sorted(order.order) == list(
         range(len(edges)))
     new_A = order.users_in(A)
@@ -650,7 +651,7 @@ def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     fused = rng.random(len(edges)) < 0.5
     back = order.candidate(order.edges_in(fused), new_A, order.edges_in(Y))
     assert all(np.array_equal(x, y) for x, y in zip(back, (fused, A, Y), strict=True))
-    plain = _Numbering(edges, 300, False)
+    plain = _Numbering(graph, False)
     assert plain.edges is edges and plain.candidate(fused, A, Y)[1] is A
 
 

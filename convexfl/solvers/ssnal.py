@@ -521,16 +521,14 @@ class _Numbering:
     110.1 s; λ = 0.3: 28.0–33.6 → 25.2–27.6 s; N = 10⁵, λ = 0.3: 48.3–48.9 → 41.3–42.1 s
     (docs/solvers.md, "The iterations in a locality numbering")."""
 
-    def __init__(self, edges, n, renumber):
+    def __init__(self, graph, renumber):
         self.users = self.order = None  # new number -> the problem's
-        self.edges = edges
+        self.edges = graph.edges
         if renumber:
-            adj = sp.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])),
-                                shape=(n, n))
-            self.users = reverse_cuthill_mckee((adj + adj.T).tocsr(), symmetric_mode=True)
-            new = np.empty(n, np.int64)
-            new[self.users] = np.arange(n)
-            ends = new[edges]
+            self.users = reverse_cuthill_mckee(graph.adjacency, symmetric_mode=True)
+            new = np.empty(graph.n_nodes, np.int64)
+            new[self.users] = np.arange(graph.n_nodes)
+            ends = new[graph.edges]
             self.order = np.lexsort((ends.max(axis=1), ends.min(axis=1)))
             self.edges = np.ascontiguousarray(ends[self.order])
 
@@ -608,7 +606,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         sigma = (2.0 if dense_graph else 1.0) * cap_mean / max(spread, 1e-12)
         sigma = min(max(sigma * (WARM_SIGMA_SCALE if warm else 1.0), SIGMA_MIN), 1e4)
     sigma = min(sigma, sigma_max)
-    order = _Numbering(graph.edges, n, n >= RENUMBER_MIN)  # the iterations' numbering
+    order = _Numbering(graph, n >= RENUMBER_MIN)  # the iterations' numbering
     A = order.users_in(loss.F)
     coef = order.users_in(loss.coef)
     edges = order.edges
