@@ -644,6 +644,7 @@ def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     assert sorted(order.users) == list(range(300)) and sorted(order.order) == list(
         range(len(edges)))
     assert order.edges.dtype == edges.dtype  # the kernels' compiled signature
+    assert not np.array_equal(order.users, np.arange(300))  # a renumbering indeed
     new_A = order.users_in(A)
     assert np.array_equal(new_A[order.edges], A[edges][order.order])
     ends = np.sort(order.edges, axis=1)
