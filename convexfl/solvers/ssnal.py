@@ -602,19 +602,19 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     loss, graph = prob.loss, prob.graph
     n, d = loss.F.shape
     m = graph.n_edges
+    cap = prob.lam * graph.weights
     dense_graph = m > n * n / 8  # at least about a quarter of all pairs
     warm = X0 is not None and flows0 is not None
     if sigma is None:
         spread = graph.distances(loss.F).mean()
-        cap_mean = float((prob.lam * graph.weights).mean())
-        sigma = (2.0 if dense_graph else 1.0) * cap_mean / max(spread, 1e-12)
+        sigma = (2.0 if dense_graph else 1.0) * float(cap.mean() / max(spread, 1e-12))
         sigma = min(max(sigma * (WARM_SIGMA_SCALE if warm else 1.0), SIGMA_MIN), 1e4)
     sigma = min(sigma, sigma_max)
     order = _Numbering(graph, n >= RENUMBER_MIN)  # the iterations' numbering
     A = order.users_in(loss.F)
     coef = order.users_in(loss.coef)
     edges = order.edges
-    cap = order.edges_in(prob.lam * graph.weights)
+    cap = order.edges_in(cap)
     X = A.copy() if X0 is None else order.users_in(np.array(X0, dtype=float))
     Y = np.zeros((m, d)) if flows0 is None else order.edges_in(np.array(flows0, dtype=float))
     G = np.empty((n, d))
