@@ -6,15 +6,17 @@ issue #18.
 [--contenders NAME,...] [--regimes "many clusters",...]``
 (also ``python -m benchmarks --cases large_knn``) prints, for each instance, each
 contender's time to a certified KKT ≤ 1e-6 (one solve each, in one run), its certified KKT,
-cluster count, ``rel. gap`` (its objective ``F`` against the smallest of the instance's
+cluster count, ``sep/ftol`` (the answer's :func:`convexfl.clusters.separation`, the least
+distance between two clusters that an edge joins, over its fusion tolerance: small values
+mark answers whose clusters nearly meet, which a certificate must resolve), ``rel. gap`` (its objective ``F`` against the smallest of the instance's
 rows, ``(F − F_best)/|F_best|``), outer / Newton / CG counts, preconditioner set-ups and
 their time, and the time over the LU's; writes ``large_knn.json`` and ``large_knn.png``
 under ``--out``.
 
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
-(quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3 and 0.3 between (N = 5·10⁴: 9241
-and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart); every λ in
+(quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3, 2, 1 and 0.3 between (N = 5·10⁴:
+9241, 17513, 21887 and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart); every λ in
 the (SON) convention (docs/math.md §1.1), converted for CCMM by
 :func:`benchmarks.peers.ccmm_lambda`.
 Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and ``"sparsified"``, and
@@ -49,7 +51,8 @@ from .versus import CCMM, _connected_mixture, _knn
 CASES = ("large_knn",)
 SIZES = (10_000, 20_000, 50_000, 100_000)
 QUICK_SIZES = (10_000, 20_000)
-LAMS = {"few clusters": 10.0, "λ = 3": 3.0, "λ = 0.3": 0.3, "many clusters": 0.03}
+LAMS = {"few clusters": 10.0, "λ = 3": 3.0, "λ = 2": 2.0, "λ = 1": 1.0, "λ = 0.3": 0.3,
+        "many clusters": 0.03}
 CONTENDERS = {"ssnal lu": {"method": "ssnal", "newton_solver": "lu"},
               "ssnal amg": {"method": "ssnal", "newton_solver": "amg"},
               "ssnal sparsified": {"method": "ssnal", "newton_solver": "sparsified"},
@@ -79,6 +82,12 @@ def _run(prob, opts, max_iter):
     return sol, time.perf_counter() - start
 
 
+def _separation(prob, X, fuse_tol):
+    """The answer's :func:`~convexfl.clusters.separation` over its fusion tolerance."""
+    labels = cfl.clusters.labels(X, fuse_tol, graph=prob.graph)
+    return cfl.clusters.separation(X, labels, prob.graph) / fuse_tol
+
+
 def _row(regime, prob, name, sol=None, t=None, note=""):
     h = {} if sol is None else sol.history
     return {"regime": regime, "N": prob.n_users, "edges": prob.graph.n_edges,
@@ -87,6 +96,7 @@ def _row(regime, prob, name, sol=None, t=None, note=""):
             "objective": None if sol is None else sol.objective,
             "certified": bool(sol is not None and sol.converged),
             "n_clusters": None if sol is None else sol.n_clusters,
+            "separation": None if sol is None else _separation(prob, sol.X, sol.fuse_tol),
             "outer": None if sol is None else sol.n_iter,
             "newton": sum(h.get("newton", [])) if h else None, "cg": h.get("cg_total"),
             "n_factor": h.get("n_factor"), "precond_s": h.get("time_precond_s"),
@@ -102,7 +112,7 @@ def _ccmm_row(regime, prob, A, name):
     row = _row(regime, prob, name, t=info["time_s"],
                note=f"{info['n_iter'][0]} MM iterations, its own K {info['n_clusters'][0]}")
     row.update(kkt=cert.kkt_residual, certified=bool(cert.kkt_residual <= TOL),
-               objective=cert.objective,
+               objective=cert.objective, separation=_separation(prob, X[0], cert.fuse_tol),
                n_clusters=int(cfl.clusters.labels(X[0], cert.fuse_tol, graph=prob.graph).max()) + 1)
     return row
 
@@ -151,6 +161,7 @@ COLUMNS = [("regime", "regime", "14s"), ("N", "N", "6d"), ("λ", "lam", "5g"),
            ("t/t(lu)", "vs_lu", "7.2f"), ("rel. gap", "rel_gap", "8.1e"),
            ("KKT", "kkt", "8.1e"),
            ("cert", lambda r: yes_no(r["certified"]), ">4s"), ("K", "n_clusters", "6d"),
+           ("sep/ftol", "separation", "8.1e"),
            ("outer", "outer", "5d"), ("Newton", "newton", "6d"), ("CG", "cg", "6d"),
            ("set-ups", "n_factor", "7d"), ("set-up s", "precond_s", "8.2f")]
 

@@ -152,3 +152,38 @@ def test_grouped_is_the_stable_sort_by_label(labels):
     expected = np.argsort(lab, kind="stable")
     np.testing.assert_array_equal(order, expected)
     np.testing.assert_array_equal(starts, np.searchsorted(lab[expected], np.arange(k + 1)))
+
+
+def test_separation_is_the_least_distance_across_edges_between_clusters():
+    graph = cfl.graphs.Graph(5, [[0, 1], [1, 2], [2, 3], [0, 4]], [1.0, 1.0, 1.0, 1.0])
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 0.0], [3.0, 1e-3], [0.0, 2e-4]])
+    labels = np.array([0, 0, 1, 2, 3])
+    # the edge (0, 4) joins clusters 2e-4 apart; (2, 3) 1e-3; clusters 0 and 1 are 3 apart
+    assert cfl.clusters.separation(X, labels, graph) == pytest.approx(2e-4)
+    X[4] = [3.0, 1e-5]  # now the closest clusters, of users 2 and 4, share no edge
+    assert cfl.clusters.separation(X, labels, graph) == pytest.approx(1e-3)
+    assert cfl.clusters.separation(X, np.zeros(5, int), graph) == np.inf
+
+
+def test_separation_of_a_solution_exceeds_its_fuse_tol():
+    A, _ = cfl.datasets.planted_points(3, 10, 2, separation=3.0, radius=1.0, random_state=0)
+    graph = cfl.graphs.knn(A, 8)
+    sol = cfl.solve(cfl.SumOfNorms(cfl.losses.Quadratic(A), graph, 0.2), tol=1e-8)
+    assert sol.converged and 1 < sol.n_clusters < 30
+    labels = sol.labels()
+    i, j = graph.edges.T
+    between = labels[i] != labels[j]
+    assert between.any()
+    sep = cfl.clusters.separation(sol.X, labels, graph)
+    assert sep == pytest.approx(np.linalg.norm(sol.X[i] - sol.X[j], axis=1)[between].min())
+    assert sep > sol.fuse_tol
+
+
+@pytest.mark.parametrize("bad, match", [("labels", "labels: expected shape"),
+                                        ("graph", "graph: has 3 nodes")])
+def test_separation_refuses_shapes_that_disagree(bad, match):
+    X = np.zeros((4, 2))
+    labels = np.zeros(3 if bad == "labels" else 4, int)
+    graph = cfl.graphs.Graph(3 if bad == "graph" else 4, [[0, 1], [1, 2]], [1.0, 1.0])
+    with pytest.raises(ValueError, match=match):
+        cfl.clusters.separation(X, labels, graph)
