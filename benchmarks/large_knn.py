@@ -8,16 +8,17 @@ issue #18.
 contender's time to a certified KKT ≤ 1e-6 (one solve each, in one run), its certified KKT,
 cluster count, ``sep/ftol`` (the answer's :func:`convexfl.clusters.separation`, the least
 distance between two clusters that an edge joins, over its fusion tolerance: small values
-mark answers whose clusters nearly meet, which a certificate must resolve), ``rel. gap`` (its objective ``F`` against the smallest of the instance's
-rows, ``(F − F_best)/|F_best|``), outer / Newton / CG counts, preconditioner set-ups and
+mark answers whose clusters nearly meet, which a certificate must resolve), ``rel. gap``
+(its objective ``F`` against the smallest of the instance's rows, ``(F − F_best)/|F_best|``),
+outer / Newton / CG counts, preconditioner set-ups and
 their time, and the time over the LU's; writes ``large_knn.json`` and ``large_knn.png``
 under ``--out``.
 
 Instances: the kNN10 graph (unit weights, connected) of the 5-component Gaussian mixture in
 d = 3 of ``ccmm_single`` (``versus._connected_mixture``), N ∈ {10⁴, 2·10⁴, 5·10⁴, 10⁵}
 (quick: 10⁴, 2·10⁴), at a few-cluster λ = 10, at λ = 3, 2, 1 and 0.3 between (N = 5·10⁴:
-9241, 17513, 21887 and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users apart); every λ in
-the (SON) convention (docs/math.md §1.1), converted for CCMM by
+9241, 17513, 21887 and 31014 clusters) and at a many-cluster λ = 0.03 (~98 % of the users
+apart); every λ in the (SON) convention (docs/math.md §1.1), converted for CCMM by
 :func:`benchmarks.peers.ccmm_lambda`.
 Contenders: SSNAL with ``newton_solver="lu"``, ``"amg"`` and ``"sparsified"``, and
 ``method="auto"`` (ADMM iterations, then SSNAL with its own choice); the peer CCMM
