@@ -89,7 +89,7 @@ def check_loss(loss, method="ssnal"):
 
 
 def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | None = None,
-                sigma_factor: float = 3.0, sigma_max: float = 1e8, max_newton: int = 50,
+                sigma_factor: float = 3.0, sigma_max: float = 1e10, max_newton: int = 50,
                 cg_max_iter: int = 200, newton_solver: str = "auto", polish: bool = True,
                 X0=None, flows0=None, warm_start=None):
     """Solve quadratic-loss (SON) (convex clustering) by SSNAL.
@@ -115,7 +115,9 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         divided by it when an outer iteration's Newton steps ran out (``max_newton``)
         before its subproblem's tolerance (:data:`SIGMA_MIN`).
     sigma_max : float
-        Upper limit of σ.
+        Upper limit of σ. 10⁸ until 2026-12-06: kNN10 mixture N = 5·10⁴, λ = 2 (17513
+        clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); it
+        certifies at σ ≈ 4.7·10⁹ (:data:`FAIL_GAIN`).
     max_newton : int
         Semismooth Newton steps per outer iteration.
     cg_max_iter : int
@@ -164,6 +166,17 @@ STRONG_RATIO = 3.0  # "sparsified": edges kept at w_e ≥ this · min(c_i, c_j) 
 # AMG, 288 s with only the large component isotropic, 178 s with the raised ratio; N = 2e4,
 # λ = 3: 114 → 69 s; docs/solvers.md)
 SPARSIFIED_MAX_COMPONENT = 2000
+# ...and at most this share of all the users, but not below SPARSIFIED_MIN_COMPONENT: the CG
+# iterations that larger components save are cheap on small problems, and their factors are
+# not (kNN10 mixtures d = 3, SSNAL certified 1e-6, one process each, components of 2000 → 500
+# users: N = 3000, λ = 1: 8.4 → 2.2 s; N = 5000, λ = 1: 23.0 → 3.8 s, λ = 1.5 (K = 585):
+# 48.7 → 5.6 s, 0.59 s per factorisation → 0.03 s, CG 155 → 1002, λ = 0.3: 0.9 → 0.7 s;
+# N = 10⁴, λ = 1, → 1000: 20.1 → 7.6 s (500: 6.7 s), λ = 0.3: 1.9 → 2.5 s; N = 2·10⁴,
+# λ = 1, → 500: 9.1 → 8.3 s. But N = 5·10⁴, → 500: λ = 0.3 17.2–17.7 → 17.5–19.8 s,
+# λ = 1 27.6 → 30.1 s, λ = 3 ~88 → 148.8 s (CG 3671 → 7070); the make_moons n = 5000 path
+# (d = 2) within the noise)
+SPARSIFIED_COMPONENT_SHARE = 0.1
+SPARSIFIED_MIN_COMPONENT = 500
 # ...and this small in unknowns (users · d; 2000 users at d = 3): a kept edge is a dense d × d
 # block, so the LU grows as d² at least (scikit-learn's digits, N = 1797, d = 64, kNN 10: a
 # component of 1797 users, 115008 unknowns, raised MemoryError in SuperLU)
@@ -233,6 +246,17 @@ CG_TAU = 0.5
 # n = 2·10⁴ path (its repairs' reduced SSNAL, tol 1e-9), 1 against 0.2: 16.6 / 17.8
 # against 17.5 / 17.9 s
 INNER_SHARE = 0.5
+# σ is raised when a candidate fails its certificate with the proxy below tol and the best
+# certified residual has not fallen below this share of the best at the check before (1 until
+# 2026-12-06: not improved at all). kNN10 mixture N = 5·10⁴, one process: λ = 2 (17513
+# clusters, its closest clusters 2.4 fusion tolerances apart) was not certified in 200 outer
+# iterations (88.7 s, KKT 2.1·10⁻⁵): from the 23rd on σ stayed at 5.8·10⁷, each check a
+# little better than the last, and the fused partition flickered between 17517 and 17540
+# clusters. With 0.5 and sigma_max 10¹⁰: certified at the 48th, 61.3 s, σ = 4.7·10⁹ (with
+# sigma_max 10⁸: not certified, 150 s). The same instance at λ = 3: the same 37 outer
+# iterations; λ = 1: 33 instead of 42, 24.8–27.2 s against 24.0–25.8 s; λ = 0.3: 33 instead
+# of 51, 15.5–16.2 s against 15.4 s; the make_moons paths (n = 5000, 2·10⁴) within the noise
+FAIL_GAIN = 0.5
 # the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
 # (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
 RENUMBER_MIN = 20_000
@@ -456,9 +480,11 @@ class _Precond:
     def strong_edges(self, wts, d):
         """``(keep, big)``: the edges whose off-diagonal blocks "sparsified" keeps, and the
         users left in components too large to factorise (their LU would fill in): more than
-        ``SPARSIFIED_MAX_COMPONENT`` users, or more than ``SPARSIFIED_MAX_UNKNOWNS`` unknowns
-        (users · ``d``). An edge is strong when its block's largest eigenvalue ``w_e`` (σ
-        inside the ball, σc/‖T‖ outside: :func:`precond_weights`) is at least ``r ·
+        ``SPARSIFIED_MAX_COMPONENT`` users or ``SPARSIFIED_COMPONENT_SHARE`` of all of them
+        (but that share not below ``SPARSIFIED_MIN_COMPONENT``), or more than
+        ``SPARSIFIED_MAX_UNKNOWNS`` unknowns (users · ``d``). An edge is strong when its
+        block's largest eigenvalue ``w_e`` (σ inside the ball, σc/‖T‖ outside:
+        :func:`precond_weights`) is at least ``r ·
         min(c_i, c_j)``, the loss curvatures at its ends, with ``r = STRONG_RATIO``; inside a
         component that is too large ``r`` is raised fourfold at a time up to
         ``STRONG_RATIO_MAX``, which cuts it along its weakest edges (a fused cluster's edges,
@@ -468,7 +494,8 @@ class _Precond:
         c_min = np.minimum(self.coef[i], self.coef[j])
         keep = wts >= STRONG_RATIO * c_min
         ratio = STRONG_RATIO
-        max_users = min(SPARSIFIED_MAX_COMPONENT, SPARSIFIED_MAX_UNKNOWNS // d)
+        max_users = min(max(SPARSIFIED_COMPONENT_SHARE * self.n, SPARSIFIED_MIN_COMPONENT),
+                        SPARSIFIED_MAX_COMPONENT, SPARSIFIED_MAX_UNKNOWNS // d)
         while True:
             comp = masked_components(self.n, self.edges, keep)[0]
             big = (np.bincount(comp) > max_users)[comp]
@@ -719,7 +746,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 break
             trigger = min(trigger, proxy) / 10.0
             kkts = hist["certified_kkt"]
-            failed = proxy <= tol and len(kkts) > 1 and kkts[-1] >= kkts[-2]
+            failed = proxy <= tol and len(kkts) > 1 and kkts[-1] >= FAIL_GAIN * kkts[-2]
         if n >= COARSEN_MIN and run.coarsen(hist, outer, *candidate):
             converged, stage = True, "coarsening"
             break
@@ -727,12 +754,13 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
         # only worsens the Newton systems' conditioning (profiled: σ → 1e8 with 50 Newton
         # steps × ~2000 CG iterations per outer iteration at N = 1000) -- or when a candidate
-        # failed its certificate with the proxy already below tol and no better than the
-        # best before it: the iterate is then near the answer but not near enough for its
-        # partition, and a larger σ converges faster (kNN10 mixture N = 1e4, λ = 1.7221 from
-        # the solution at 1.52: not certified in 200 outer iterations, 187 s, σ held at 4.5e3
-        # with the proxy at 1e-10 -> certified; without the "no better" condition the
-        # make_moons n = 2e4 path lost ~2 s, 27.0 -> 29.2 s, in its repairs' reduced solves).
+        # failed its certificate with the proxy already below tol and not much better than
+        # the best before it (FAIL_GAIN): the iterate is then near the answer but not near
+        # enough for its partition, and a larger σ converges faster (kNN10 mixture N = 1e4,
+        # λ = 1.7221 from the solution at 1.52: not certified in 200 outer iterations, 187 s,
+        # σ held at 4.5e3 with the proxy at 1e-10 -> certified; without the "no better"
+        # condition the make_moons n = 2e4 path lost ~2 s, 27.0 -> 29.2 s, in its repairs'
+        # reduced solves).
         # But σ is lowered when the subproblem's Newton steps ran out before its tolerance:
         # SIGMA_MIN above
         if n_newton >= max_newton and gnorm > inner_tol:
