@@ -426,12 +426,13 @@ def _largest_strong_component(coef, edges, wts, ratio):
     return np.bincount(comp).max()
 
 
-@pytest.mark.parametrize("limit", ["SPARSIFIED_MAX_COMPONENT", "SPARSIFIED_MAX_UNKNOWNS"])
+@pytest.mark.parametrize("limit", ["SPARSIFIED_MAX_COMPONENT", "SPARSIFIED_MAX_UNKNOWNS",
+                                   "SPARSIFIED_COMPONENT_SHARE"])
 def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit):
-    """Inside a component of more than ``SPARSIFIED_MAX_COMPONENT`` users, or more than
-    ``SPARSIFIED_MAX_UNKNOWNS`` unknowns (users · d), the ratio is raised (fourfold): its
-    weakest kept edges go, the kept edges elsewhere stay, and every component left is small
-    enough."""
+    """Inside a component of more than ``SPARSIFIED_MAX_COMPONENT`` users, more than
+    ``SPARSIFIED_COMPONENT_SHARE`` of all users, or more than ``SPARSIFIED_MAX_UNKNOWNS``
+    unknowns (users · d), the ratio is raised (fourfold): its weakest kept edges go, the kept
+    edges elsewhere stay, and every component left is small enough."""
     import convexfl.solvers.ssnal as ssnal
     from convexfl._flow_kernels import masked_components
     from convexfl.solvers._ssnal_kernels import precond_weights
@@ -443,7 +444,10 @@ def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit
     largest = _largest_strong_component(coef, edges, wts, r)
     assert _largest_strong_component(coef, edges, wts, 4 * r) < largest
     d = blocks.shape[1]
-    monkeypatch.setattr(ssnal, limit, (largest - 1) * (d if limit.endswith("UNKNOWNS") else 1))
+    monkeypatch.setattr(ssnal, "SPARSIFIED_MIN_COMPONENT", 0)  # the share's floor: below
+    value = {"SPARSIFIED_MAX_UNKNOWNS": (largest - 1) * d,
+             "SPARSIFIED_COMPONENT_SHARE": (largest - 1) / coef.size}.get(limit, largest - 1)
+    monkeypatch.setattr(ssnal, limit, value)
     keep, big = ssnal._Precond(coef, edges, coef.size, "sparsified").strong_edges(wts, d)
     first = wts >= r * np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
     assert not big.any() and np.all(first[keep]) and 0 < keep.sum() < first.sum()
@@ -451,6 +455,25 @@ def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit
     sizes = np.bincount(comp)[comp[edges[:, 0]]]
     np.testing.assert_array_equal(keep[sizes < largest], first[sizes < largest])
     assert np.bincount(masked_components(coef.size, edges, keep)[0]).max() < largest
+
+
+def test_the_share_of_users_in_a_component_has_a_floor(monkeypatch):
+    """However small ``SPARSIFIED_COMPONENT_SHARE`` makes the limit, components of up to
+    ``SPARSIFIED_MIN_COMPONENT`` users stay whole."""
+    import convexfl.solvers.ssnal as ssnal
+    from convexfl.solvers._ssnal_kernels import precond_weights
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    largest = _largest_strong_component(coef, edges, wts, ssnal.STRONG_RATIO)
+    monkeypatch.setattr(ssnal, "SPARSIFIED_COMPONENT_SHARE", 0.0)
+    first = wts >= ssnal.STRONG_RATIO * np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
+    for floor, cut in ((largest, False), (largest - 1, True)):
+        monkeypatch.setattr(ssnal, "SPARSIFIED_MIN_COMPONENT", floor)
+        pre = ssnal._Precond(coef, edges, coef.size, "sparsified")
+        keep, big = pre.strong_edges(wts, blocks.shape[1])
+        assert not big.any() and (keep.sum() < first.sum()) == cut
 
 
 def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
