@@ -255,8 +255,13 @@ INNER_SHARE = 0.5
 # clusters. With 0.5 and sigma_max 10¹⁰: certified at the 48th, 61.3 s, σ = 4.7·10⁹ (with
 # sigma_max 10⁸: not certified, 150 s). The same instance at λ = 3: the same 37 outer
 # iterations; λ = 1: 33 instead of 42, 24.8–27.2 s against 24.0–25.8 s; λ = 0.3: 33 instead
-# of 51, 15.5–16.2 s against 15.4 s; the make_moons paths (n = 5000, 2·10⁴) within the noise
-FAIL_GAIN = 0.5
+# of 51, 15.5–16.2 s against 15.4 s; the make_moons paths (n = 5000, 2·10⁴) within the noise.
+# 0.1 against 0.5 (one process each): λ = 3 28 outer iterations instead of 37 (Newton 140
+# against 146, CG 3428 against 3671), 77.1 s against ~88 s; λ = 2 39 instead of 48, 55.2 s
+# against 61–65 s; λ = 1 30 instead of 33 (CG 669, 673); λ = 0.3 30 instead of 33 (CG 392,
+# 432); make_moons paths n = 5000 2.33–2.47 s against 2.31–3.19 s, n = 2·10⁴ 18.2–22.2 s
+# against 19.6–23.3 s
+FAIL_GAIN = 0.1
 # the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
 # (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
 RENUMBER_MIN = 20_000
