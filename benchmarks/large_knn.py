@@ -83,9 +83,8 @@ def _run(prob, opts, max_iter):
     return sol, time.perf_counter() - start
 
 
-def _separation(prob, X, fuse_tol):
+def _separation(prob, X, labels, fuse_tol):
     """The answer's :func:`~convexfl.clusters.separation` over its fusion tolerance."""
-    labels = cfl.clusters.labels(X, fuse_tol, graph=prob.graph)
     return cfl.clusters.separation(X, labels, prob.graph) / fuse_tol
 
 
@@ -97,7 +96,8 @@ def _row(regime, prob, name, sol=None, t=None, note=""):
             "objective": None if sol is None else sol.objective,
             "certified": bool(sol is not None and sol.converged),
             "n_clusters": None if sol is None else sol.n_clusters,
-            "separation": None if sol is None else _separation(prob, sol.X, sol.fuse_tol),
+            "separation": (None if sol is None
+                           else _separation(prob, sol.X, sol.labels(), sol.fuse_tol)),
             "outer": None if sol is None else sol.n_iter,
             "newton": sum(h.get("newton", [])) if h else None, "cg": h.get("cg_total"),
             "n_factor": h.get("n_factor"), "precond_s": h.get("time_precond_s"),
@@ -110,11 +110,13 @@ def _ccmm_row(regime, prob, A, name):
         return _row(regime, prob, name, note=SKIPPED)
     X, info = ccmm_path(A, prob.graph, [prob.lam], **CCMM[name])
     cert = cfl.certificates.kkt_residual(prob, X[0])
+    labels = cfl.clusters.labels(X[0], cert.fuse_tol, graph=prob.graph)
     row = _row(regime, prob, name, t=info["time_s"],
                note=f"{info['n_iter'][0]} MM iterations, its own K {info['n_clusters'][0]}")
     row.update(kkt=cert.kkt_residual, certified=bool(cert.kkt_residual <= TOL),
-               objective=cert.objective, separation=_separation(prob, X[0], cert.fuse_tol),
-               n_clusters=int(cfl.clusters.labels(X[0], cert.fuse_tol, graph=prob.graph).max()) + 1)
+               objective=cert.objective,
+               separation=_separation(prob, X[0], labels, cert.fuse_tol),
+               n_clusters=int(labels.max()) + 1)
     return row
 
 
