@@ -232,8 +232,14 @@ SIGMA_MIN = 1e-4
 # (kNN10 mixtures d = 3, auto, certified 1e-6, one process alternating τ = 1 and 0.5):
 # N = 5·10⁴, λ = 3: 205.9 → 156.4 s, CG 6880 → 4264, Newton steps 147 → 151, the same 9241
 # clusters; N = 2·10⁴, λ = 0.3: 8.0–8.4 → 6.1–6.3 s, CG 412 → 232, 70 Newton steps either
-# way. τ = 0.25 and 0 (the 10⁻² cap alone) there: the same CG, 73 Newton steps, 6.5–7.2 s
-CG_TAU = 0.5
+# way. τ = 0.25 and 0 (the 10⁻² cap alone) there: the same CG, 73 Newton steps, 6.5–7.2 s.
+# τ = 0.25 since 2026-12-06 (one process per instance, 0.5 against 0.25, alternating twice;
+# Newton steps and CG are deterministic): N = 5·10⁴, λ = 3: CG 3428 → 3082, Newton 140 →
+# 142, 97.2 / 85.3 → 88.5 / 84.6 s; λ = 1: CG 669 → 552, Newton 123 → 126, 45.4 / 30.5 →
+# 45.1 / 33.2 s; λ = 0.3: CG 392 → 327, 94 Newton either way, 22.2 / 19.4 → 18.2 / 15.7 s;
+# N = 2·10⁴, 10⁴ and 5000 (λ = 0.3, 1, 1.5): CG 6–19 % fewer, Newton within ±3, the same
+# answers; the make_moons paths within the noise (docs/solvers.md, eighteenth session)
+CG_TAU = 0.25
 # the next subproblem ends at ‖∇ψ‖ ≤ this times the last primal residual ‖Y⁺ − Y‖/σ (and not
 # above 0.1 or below 0.05 tol, normalised): a stopping rule of the inexact ALM's kind (B),
 # whose constant is heuristic. 0.2 until 2026-11-29. With τ = 0.5 (kNN10 mixtures d = 3,
