@@ -559,6 +559,36 @@ def test_a_warm_start_with_flows_starts_at_a_tenth_of_the_cold_sigma():
     assert abs(warm.objective - cold.objective) <= 1e-8 * abs(cold.objective)
 
 
+@pytest.mark.parametrize("large_from", [None, 0])
+def test_the_cg_tolerance_is_capped_by_the_problems_size(monkeypatch, large_from):
+    """Each Newton system's CG stops at ``min(η̄, max(g^τ, 1e-10))``, with η̄ = ``CG_CAP``
+    below ``CG_CAP_LARGE_FROM`` users and ``CG_CAP_LARGE`` from there; the looser cap gives
+    the same certified answer."""
+    from convexfl.solvers import ssnal
+
+    rng = np.random.default_rng(3)
+    A = np.r_[rng.standard_normal((150, 3)), rng.standard_normal((150, 3)) + 4.0]
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.5)
+    assert prob.n_users < ssnal.CG_CAP_LARGE_FROM  # small: the default cap is CG_CAP
+    base = cfl.solve(prob, method="ssnal", tol=1e-8, newton_solver="sparsified")
+    if large_from is not None:
+        monkeypatch.setattr(ssnal, "CG_CAP_LARGE_FROM", large_from)
+    rtols = []
+
+    def spy(matvec, b, solve, rtol, max_iter):
+        rtols.append(rtol)
+        return pcg(matvec, b, solve, rtol, max_iter)
+
+    pcg = ssnal.pcg
+    monkeypatch.setattr(ssnal, "pcg", spy)
+    res = cfl.solve(prob, method="ssnal", tol=1e-8, newton_solver="sparsified")
+    cap = ssnal.CG_CAP if large_from is None else ssnal.CG_CAP_LARGE
+    assert rtols and max(rtols) == cap and min(rtols) >= 1e-10
+    assert res.converged and base.converged and res.kkt_residual <= 1e-8
+    assert cfl.clusters.same_partition(res.labels(), base.labels())
+    assert abs(res.objective - base.objective) <= 1e-8 * abs(base.objective)
+
+
 def test_rounding_floor_needs_a_plateau_below_the_bound():
     from convexfl.solvers.ssnal import EPS, ROUND_FLOOR, _at_rounding_floor
 

@@ -16,7 +16,8 @@ leaving a strongly convex, once-differentiable function of ``X``,
     \qquad ∇ψ(X) = ∇f(X) + Dᵀ Π_{c}(Y + σ D X),
 
 solved by a semismooth Newton method (generalised Hessian ``C + σ DᵀJD``, preconditioned
-conjugate gradients to ``‖r‖ ≤ min(10⁻², ‖∇ψ‖^τ) ‖∇ψ‖`` (normalised, τ = :data:`CG_TAU`),
+conjugate gradients to ``‖r‖ ≤ min(η̄, ‖∇ψ‖^τ) ‖∇ψ‖`` (normalised, τ = :data:`CG_TAU`, η̄ =
+:data:`CG_CAP` or, on large problems, :data:`CG_CAP_LARGE`),
 the preconditioner reused while it stays effective; Armijo line search on ψ), each
 subproblem to :data:`INNER_SHARE` of the last primal residual. The preconditioner
 (``newton_solver``, :func:`newton_solver_for`) is a dense Cholesky factor on small or dense
@@ -226,7 +227,8 @@ EPS = float(np.finfo(float).eps)
 # lowering it, 14 outer iterations, 285 Newton steps, 896 CG, 1.95 s, both certified to
 # ~1e-9
 SIGMA_MIN = 1e-4
-# a Newton system's CG stops at ‖r‖ ≤ min(10⁻², max(g^τ, 10⁻¹⁰)) ‖∇ψ‖, g the normalised ‖∇ψ‖:
+# a Newton system's CG stops at ‖r‖ ≤ min(η̄, max(g^τ, 10⁻¹⁰)) ‖∇ψ‖, g the normalised ‖∇ψ‖
+# and η̄ = CG_CAP (CG_CAP_LARGE from CG_CAP_LARGE_FROM users on):
 # the inexact Newton rule of SSNAL (‖r‖ ≤ min(η̄, ‖∇ψ‖^{1+τ}), τ ∈ (0, 1], superlinear of
 # order 1 + τ; Zhao, Sun & Toh 2010, Sun, Toh & Yuan 2021). τ was 1 until 2026-11-29. τ = 0.5
 # (kNN10 mixtures d = 3, auto, certified 1e-6, one process alternating τ = 1 and 0.5):
@@ -240,6 +242,17 @@ SIGMA_MIN = 1e-4
 # N = 2·10⁴, 10⁴ and 5000 (λ = 0.3, 1, 1.5): CG 6–19 % fewer, Newton within ±3, the same
 # answers; the make_moons paths within the noise (docs/solvers.md, eighteenth session)
 CG_TAU = 0.25
+# η̄ = 10⁻¹ instead of 10⁻² on large problems, where a CG iteration costs more against a
+# Newton step's factorisation (2026-12-06, one process per instance, 10⁻² against 10⁻¹; the
+# counts are deterministic): N = 5·10⁴, λ = 3: CG 3082 → 2161, Newton 142 → 159, 106.3 →
+# 88.6 s (10⁻²ᐟ²: 2543 CG, 152 Newton, 89.1 s); λ = 1: CG 552 → 413, Newton 126 → 132,
+# 31.2 / 28.5 → 27.3 / 27.5 s; λ = 0.3: CG 327 → 239, Newton 94 → 95, 20.7 / 15.9 → 15.6 /
+# 14.2 s; N = 2·10⁴, λ = 0.3 and 1: 6.4 → 5.2 s, 12.1 → 10.4 s. Below, the extra Newton
+# steps cost more than the CG saved: N = 10⁴, λ = 1: Newton 85 → 97, 7.0–7.8 → 7.6–8.1 s;
+# N = 5000, λ = 1.5: 82 → 95, 7.0–7.1 → 7.6 s
+CG_CAP = 1e-2
+CG_CAP_LARGE = 1e-1
+CG_CAP_LARGE_FROM = 20_000
 # the next subproblem ends at ‖∇ψ‖ ≤ this times the last primal residual ‖Y⁺ − Y‖/σ (and not
 # above 0.1 or below 0.05 tol, normalised): a stopping rule of the inexact ALM's kind (B),
 # whose constant is heuristic. 0.2 until 2026-11-29. With τ = 0.5 (kNN10 mixtures d = 3,
@@ -642,6 +655,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     m = graph.n_edges
     cap = prob.lam * graph.weights
     dense_graph = m > n * n / 8  # at least about a quarter of all pairs
+    cg_cap = CG_CAP_LARGE if n >= CG_CAP_LARGE_FROM else CG_CAP
     warm = X0 is not None and flows0 is not None
     if sigma is None:
         spread = graph.distances(loss.F).mean()
@@ -707,7 +721,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
                 return HV.copy()
 
-            rtol = min(1e-2, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10))
+            rtol = min(cg_cap, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10))
             step, cg_it = pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
             pre.last_cg = cg_it
             cg_here += cg_it
