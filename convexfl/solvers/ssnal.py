@@ -245,7 +245,7 @@ CG_TAU = 0.25
 # η̄ = 10⁻¹ instead of 10⁻² on large problems, where a CG iteration costs more against a
 # Newton step's factorisation (2026-12-06, one process per instance, 10⁻² against 10⁻¹; the
 # counts are deterministic): N = 5·10⁴, λ = 3: CG 3082 → 2161, Newton 142 → 159, 106.3 →
-# 88.6 s (10⁻²ᐟ²: 2543 CG, 152 Newton, 89.1 s); λ = 1: CG 552 → 413, Newton 126 → 132,
+# 88.6 s (0.03: 2543 CG, 152 Newton, 89.1 s); λ = 1: CG 552 → 413, Newton 126 → 132,
 # 31.2 / 28.5 → 27.3 / 27.5 s; λ = 0.3: CG 327 → 239, Newton 94 → 95, 20.7 / 15.9 → 15.6 /
 # 14.2 s; N = 2·10⁴, λ = 0.3 and 1: 6.4 → 5.2 s, 12.1 → 10.4 s. Below, the extra Newton
 # steps cost more than the CG saved: N = 10⁴, λ = 1: Newton 85 → 97, 7.0–7.8 → 7.6–8.1 s;
