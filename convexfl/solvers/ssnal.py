@@ -117,8 +117,8 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         before its subproblem's tolerance (:data:`SIGMA_MIN`).
     sigma_max : float
         Upper limit of σ. 10⁸ until 2026-12-06: kNN10 mixture N = 5·10⁴, λ = 2 (17513
-        clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); it
-        certifies at σ ≈ 4.7·10⁹ (:data:`FAIL_GAIN`).
+        clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); with
+        :data:`FAIL_GAIN` 0.5 it certified at σ ≈ 4.7·10⁹.
     max_newton : int
         Semismooth Newton steps per outer iteration.
     cg_max_iter : int
