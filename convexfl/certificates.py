@@ -331,7 +331,7 @@ def pcg(matvec, B, msolve, rtol, max_iter):
     return X, it
 
 
-def vcycle(M):
+def vcycle(M, transfers=None):
     """``R ↦ `` one classical (Ruge–Stüben) AMG V-cycle on each column of ``R``: pyamg's
     hierarchy, and the cycle of its ``aspreconditioner`` (one forward Gauss–Seidel sweep
     before and one backward sweep after each coarse-grid correction, the coarsest level by
@@ -340,32 +340,44 @@ def vcycle(M):
     computes before and after each cycle (two products with the finest matrix per column);
     the sweeps by :func:`~convexfl._flow_kernels.gauss_seidel`, all columns in one
     pass over each level's matrix. Measured in docs/solvers.md (Newton systems at large N).
-    The returned solve's ``nnz`` counts the non-zeros of the hierarchy's matrices."""
+    With ``transfers`` (the ``(P, R)`` of each level but the coarsest, from an earlier
+    call's ``solve.transfers``) the hierarchy's set-up is skipped and only its coarse
+    matrices are built, by the Galerkin products ``R A P`` that pyamg's set-up uses: a
+    symmetric positive definite cycle still, as good as the matrices are alike. The
+    returned solve's ``nnz`` counts the non-zeros of the hierarchy's matrices, and its
+    ``transfers`` are the grid transfers it used."""
     import pyamg
 
     from ._flow_kernels import gauss_seidel
 
-    levels = pyamg.ruge_stuben_solver(M).levels
-    coarse = np.linalg.pinv(levels[-1].A.toarray())
+    if transfers is None:
+        levels = pyamg.ruge_stuben_solver(M).levels
+        transfers = [(level.P, level.R) for level in levels[:-1]]
+        matrices = [level.A for level in levels]
+    else:
+        matrices = [sp.csr_matrix(M)]
+        for P, R in transfers:
+            matrices.append((R @ matrices[-1] @ P).tocsr())
+    coarse = np.linalg.pinv(matrices[-1].toarray())
 
     def sweep(A, x, b, forward):
         gauss_seidel(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b), forward)
 
     def cycle(k, b):
-        if k == len(levels) - 1:
+        if k == len(transfers):
             return coarse @ b
-        A = levels[k].A
+        A, (P, R) = matrices[k], transfers[k]
         x = np.zeros_like(b)
         sweep(A, x, b, True)
-        x += levels[k].P @ cycle(k + 1, levels[k].R @ (b - A @ x))
+        x += P @ cycle(k + 1, R @ (b - A @ x))
         sweep(A, x, b, False)
         return x
 
     def solve(R):
         return cycle(0, np.ascontiguousarray(R, dtype=float))
 
-    solve.nnz = sum(level.A.nnz for level in levels) + sum(
-        level.P.nnz + level.R.nnz for level in levels[:-1])
+    solve.nnz = sum(A.nnz for A in matrices) + sum(P.nnz + R.nnz for P, R in transfers)
+    solve.transfers = transfers
     return solve
 
 

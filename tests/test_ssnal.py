@@ -287,7 +287,7 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
     precond_weights(edges, cap, tnorm, sigma, wts)
     assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
     pre = _Precond(coef, edges, coef.size, "sparsified")
-    pre.factor_sparsified(blocks, wts)
+    pre.factor_sparsified(blocks, wts, sigma)
     assert pre.n_sparsified == 1 and pre.n_mixed == 0
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
 
@@ -310,18 +310,18 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
     first = wts.copy()
     first[strong[:2]] = 0.0  # two strong edges fewer at the first factorisation
     monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 2.0 / (strong.size - 2))
-    pre.factor_sparsified(blocks, first)
-    pre.factor_sparsified(blocks, wts)  # two edges missing from the pattern: kept
+    pre.factor_sparsified(blocks, first, sigma)
+    pre.factor_sparsified(blocks, wts, sigma)  # two edges missing from the pattern: kept
     assert pre.ldl.n_analysed == 1
     assert np.count_nonzero(pre.kept[0]) == strong.size - 2
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
     monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 1.0 / (strong.size - 2))
-    pre.factor_sparsified(blocks, wts)  # past the share: the strong edges' own pattern
+    pre.factor_sparsified(blocks, wts, sigma)  # past the share: the strong edges' own pattern
     assert pre.ldl.n_analysed == 2
     assert np.count_nonzero(pre.kept[0]) == strong.size
     pre.kept = (np.zeros_like(pre.kept[0]),
                 np.ones(coef.size, bool))  # as if all users had been "big", with no edge
-    pre.factor_sparsified(blocks, wts)  # big changed: the strong edges' own pattern again
+    pre.factor_sparsified(blocks, wts, sigma)  # big changed: the strong edges' own pattern again
     assert not pre.kept[1].any() and np.count_nonzero(pre.kept[0]) == strong.size
     assert pre.ldl.n_analysed == 2  # ...which is the matrix pattern analysed last
 
@@ -418,6 +418,73 @@ def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
         assert not np.allclose(control, expected[:, 0], rtol=1e-6)
 
 
+
+def _isotropic_knn(w, n=600):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    edges = cfl.graphs.knn(rng.standard_normal((n, 3)), 6).edges
+    i, j = edges.T
+    adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
+    return sp.diags(rng.uniform(0.5, 2.0, n) + np.asarray(adj.sum(axis=1)).ravel(),
+                    format="csr") - adj
+
+
+def test_a_v_cycle_on_earlier_grid_transfers_is_galerkins_and_a_preconditioner():
+    """``vcycle(M, transfers)`` keeps an earlier hierarchy's grid transfers ``P``, ``R`` and
+    builds the coarse matrices of ``M`` by Galerkin products ``R A P``, as pyamg's set-up
+    does: on the earlier hierarchy's own matrix it is that cycle to rounding. On a matrix of
+    the same pattern with other weights it is still symmetric and positive definite; with every
+    weight changed by a factor between 1/2 and 2 (as between Newton steps at one σ), CG
+    under it takes at most 1.5 times the iterations of the matrix's own hierarchy."""
+    from convexfl.certificates import pcg, vcycle
+
+    rng = np.random.default_rng(1)
+    m = cfl.graphs.knn(np.random.default_rng(3).standard_normal((600, 3)), 6).n_edges
+    w = 10.0 ** rng.uniform(-1, 4, m)
+    first, second = _isotropic_knn(w), _isotropic_knn(w * 2.0 ** rng.uniform(-1, 1, m))
+    own = vcycle(first)
+    assert len(own.transfers) >= 2
+    R = np.random.default_rng(4).standard_normal((600, 3))
+    expected = own(R)
+    np.testing.assert_allclose(vcycle(first, own.transfers)(R), expected, rtol=1e-10,
+                               atol=1e-12 * np.abs(expected).max())
+    kept = vcycle(second, own.transfers)
+    a, b = np.random.default_rng(5).standard_normal((2, 600, 1))
+    assert np.vdot(kept(a), b) == pytest.approx(np.vdot(a, kept(b)), rel=1e-10)
+    assert np.vdot(a, kept(a)) > 0 and np.vdot(b, kept(b)) > 0
+    iterations = [pcg(lambda V: second @ V, R, solve, 1e-10, 500)
+                  for solve in (vcycle(second), kept)]
+    for X, _ in iterations:
+        assert np.linalg.norm(R - second @ X) <= 1e-10 * np.linalg.norm(R)
+    assert iterations[1][1] <= 1.5 * iterations[0][1], iterations
+
+
+def test_the_amg_hierarchy_is_set_up_once_per_sigma_and_users():
+    """The isotropic preconditioner's V-cycle keeps its grid transfers while σ and the users
+    it covers stay (Newton steps within one outer iteration), and sets up a new hierarchy
+    when either changes; each cycle is on the current weights."""
+    from convexfl.certificates import vcycle
+    from convexfl.solvers._ssnal_kernels import precond_weights
+    from convexfl.solvers.ssnal import _Precond
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(n=400, d=3, sigma=0.3)
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    pre = _Precond(coef, edges, coef.size, "amg")
+    pre.factor(wts, sigma)
+    first = pre.amg
+    pre.factor(2.0 * wts, sigma)
+    assert pre.n_amg_reused == 1 and pre.amg is first
+    R = np.random.default_rng(0).standard_normal((coef.size, 3))
+    M = pre._isotropic(2.0 * wts)
+    np.testing.assert_allclose(pre.solve(R), vcycle(M, first[2])(R), rtol=1e-12)
+    pre.factor(wts, 3.0 * sigma)
+    assert pre.n_amg_reused == 1 and pre.amg is not first
+    users = np.arange(coef.size) < coef.size // 2
+    pre._amg(M[users][:, users], users, 3.0 * sigma)
+    assert pre.n_amg_reused == 1 and pre.amg[0] is not None
+
 def _largest_strong_component(coef, edges, wts, ratio):
     from convexfl._flow_kernels import masked_components
 
@@ -491,7 +558,7 @@ def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
     monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
     monkeypatch.setattr(ssnal, "STRONG_RATIO_MAX", ssnal.STRONG_RATIO)
     pre = ssnal._Precond(coef, edges, coef.size, "sparsified")
-    pre.factor_sparsified(blocks, wts)
+    pre.factor_sparsified(blocks, wts, sigma)
     assert pre.n_sparsified == pre.n_mixed == 1
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
 
@@ -682,6 +749,31 @@ def test_sigma_is_lowered_when_newton_runs_out():
         assert not np.any(lowered & ~ran_out)
         assert np.any(lowered) == (max_newton == 1)
 
+
+
+def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_iterate():
+    """A candidate that fails its certificate while SSNAL's residuals are below ``tol``, and
+    is not ``1/FAIL_GAIN`` times better than the check before, raises σ by ``FAIL_RAISE``
+    (not ``sigma_factor``), and the next outer iteration's candidate is checked whatever its
+    residuals. The kNN10 mixture N = 1000 at λ = 0.3 has such checks before it certifies."""
+    from convexfl.solvers.ssnal import FAIL_GAIN, FAIL_RAISE
+
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((5, 3)) * 2.0
+    A = centres[rng.integers(0, 5, 1000)] + 0.7 * rng.standard_normal((1000, 3))
+    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.3)
+    tol = 1e-6
+    sol = cfl.solve(prob, method="ssnal", tol=tol)
+    h = sol.history
+    row = {it: k for k, it in enumerate(h["iter"])}
+    checks, kkts = h["certify_at"], h["certified_kkt"]
+    failed = [t for k, t in enumerate(checks[1:], 1)
+              if kkts[k] > tol and kkts[k] >= FAIL_GAIN * kkts[k - 1]
+              and max(h["eta_p"][row[t]], h["eta_d"][row[t]]) <= tol]
+    assert sol.converged and sol.kkt_residual <= tol and len(failed) >= 2
+    for t in failed:
+        assert h["newton"][row[t]] < 50 and t + 1 in checks
+        assert h["sigma"][row[t + 1]] == pytest.approx(FAIL_RAISE * h["sigma"][row[t]])
 
 def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     """``_Numbering``: the users in reverse Cuthill–McKee order and the edges sorted by their
