@@ -751,12 +751,24 @@ def test_sigma_is_lowered_when_newton_runs_out():
 
 
 
-def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_iterate():
+def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_iterate(
+        monkeypatch):
     """A candidate that fails its certificate while SSNAL's residuals are below ``tol``, and
     is not ``1/FAIL_GAIN`` times better than the check before, raises σ by ``FAIL_RAISE``
-    (not ``sigma_factor``), and the next outer iteration's candidate is checked whatever its
-    residuals. The kNN10 mixture N = 1000 at λ = 0.3 has such checks before it certifies."""
+    (not ``sigma_factor``), restarts the next subproblem from that candidate, and the next
+    outer iteration's candidate is checked whatever its residuals. The kNN10 mixture
+    N = 1000 at λ = 0.3 has such checks before it certifies."""
+    from convexfl.solvers import ssnal
     from convexfl.solvers.ssnal import FAIL_GAIN, FAIL_RAISE
+
+    restarts, original = [], ssnal._clustered
+
+    def clustered(X, n, edges, fused):
+        out = original(X, n, edges, fused)
+        restarts.append(len(np.unique(out, axis=0)))  # its clusters
+        return out
+
+    monkeypatch.setattr(ssnal, "_clustered", clustered)
 
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((5, 3)) * 2.0
@@ -774,6 +786,7 @@ def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_itera
     for t in failed:
         assert h["newton"][row[t]] < 50 and t + 1 in checks
         assert h["sigma"][row[t + 1]] == pytest.approx(FAIL_RAISE * h["sigma"][row[t]])
+    assert len(restarts) == len(failed) and min(restarts) < prob.n_users  # clustered starts
 
 def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     """``_Numbering``: the users in reverse Cuthill–McKee order and the edges sorted by their

@@ -282,15 +282,20 @@ INNER_SHARE = 0.5
 # 432); make_moons paths n = 5000 2.33–2.47 s against 2.31–3.19 s, n = 2·10⁴ 18.2–22.2 s
 # against 19.6–23.3 s
 FAIL_GAIN = 0.1
-# ...and then by this factor (not sigma_factor), and the next outer iteration's candidate is
-# checked whatever its residuals: the residuals are below tol already, and what the candidate
-# still lacks is the partition and positions that only a larger σ resolves (clusters
-# 10⁻⁹ apart at kNN10 N = 5·10⁴, λ = 3). Until 2026-12-06 sigma_factor, and the next check
-# only when the proxy had fallen tenfold or stalled (STALL_ITERS). kNN10 mixtures d = 3,
-# auto, certified 1e-6, one process per λ (Newton steps and CG are deterministic): N = 5·10⁴,
-# λ = 3: 29 → 22 outer iterations, Newton 158 → 147, CG 2148 → 1914, 80.0 → 56.3 s; λ = 2:
-# 40 → 27, 186 → 155, CG 1142 → 891, 61.8–68.9 → 45.0–60.0 s; λ = 1: 31 → 23, 132 → 110,
-# 29.2–33.5 → 27.4–29.6 s; λ = 0.3: 31 → 21, 95 → 80, 19.5–21.6 → 15.8 s
+# ...and then by this factor (not sigma_factor), the next subproblem starts from the failed
+# candidate (_clustered), and the next outer iteration's candidate is checked whatever its
+# residuals: these are below tol already, and what the candidate still lacks is the
+# partition and positions that only a larger σ resolves (clusters 10⁻⁹ apart at kNN10
+# N = 5·10⁴, λ = 3). Until 2026-12-06 sigma_factor, from the subproblem's own solution, and
+# the next check only once the proxy had fallen tenfold or stalled (STALL_ITERS). kNN10
+# mixtures d = 3, auto, certified 1e-6, one process per λ (Newton steps and CG are
+# deterministic), without the restart: N = 5·10⁴, λ = 3: 29 → 22 outer iterations, Newton
+# 158 → 154, CG 2148 → 1930, 80.0 → 68.6 s; λ = 2: 40 → 27, 186 → 155, CG 1142 → 891,
+# 61.8–68.9 → 45.0–60.0 s; λ = 1: 31 → 23, 132 → 110, 29.2–33.5 → 27.4–29.6 s; λ = 0.3:
+# 31 → 21, 95 → 80, 19.5–21.6 → 15.8 s. The restart from the candidate then: λ = 3 Newton
+# 154 → 142, 57.9–68.6 → 50.9–65.3 s; λ = 2 155 → 148, 47.9 / 50.4 → 43.0 / 45.4 s
+# (alternating); λ = 1 110 → 105; λ = 0.3 80 → 79 (restarting at every raise of σ: λ = 3
+# 178 Newton steps, λ = 1 116)
 FAIL_RAISE = 10.0
 # the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
 # (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
@@ -647,6 +652,14 @@ def _flush(V):
     return V
 
 
+def _clustered(X, n, edges, fused):
+    """``X`` with the users of each component of the ``fused`` edges at their mean: the
+    candidate that a check certifies, in the iterations' numbering."""
+    comp, k = masked_components(n, edges, fused)
+    cnt = np.bincount(comp, minlength=k).astype(float)
+    return (sums_by_label(np.ascontiguousarray(X), comp, k) / cnt[:, None])[comp]
+
+
 def _at_rounding_floor(gnorms, sigma, X, m):
     """Whether Newton on ψ has reached the rounding floor of its gradient: the last two
     steps did not halve ``‖∇ψ‖`` and it is below ``ROUND_FLOOR · ε σ ‖X‖_max √m`` (the
@@ -825,6 +838,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             sigma = max(sigma / sigma_factor, SIGMA_MIN)  # Newton ran out: a smoother ψ
         elif failed:
             sigma = min(sigma * FAIL_RAISE, sigma_max)
+            X = _clustered(X, n, edges, fused)
         elif (eta_p > 0.3 * eta_p_prev and eta_p / scale > 1e-4 * tol):
             sigma = min(sigma * sigma_factor, sigma_max)
         eta_p_prev = eta_p
