@@ -288,14 +288,14 @@ FAIL_GAIN = 0.1
 # partition and positions that only a larger σ resolves (clusters 10⁻⁹ apart at kNN10
 # N = 5·10⁴, λ = 3). Until 2026-12-06 sigma_factor, from the subproblem's own solution, and
 # the next check only once the proxy had fallen tenfold or stalled (STALL_ITERS). kNN10
-# mixtures d = 3, auto, certified 1e-6, one process per λ (Newton steps and CG are
-# deterministic), without the restart: N = 5·10⁴, λ = 3: 29 → 22 outer iterations, Newton
-# 158 → 154, CG 2148 → 1930, 80.0 → 68.6 s; λ = 2: 40 → 27, 186 → 155, CG 1142 → 891,
-# 61.8–68.9 → 45.0–60.0 s; λ = 1: 31 → 23, 132 → 110, 29.2–33.5 → 27.4–29.6 s; λ = 0.3:
-# 31 → 21, 95 → 80, 19.5–21.6 → 15.8 s. The restart from the candidate then: λ = 3 Newton
-# 154 → 142, 57.9–68.6 → 50.9–65.3 s; λ = 2 155 → 148, 47.9 / 50.4 → 43.0 / 45.4 s
-# (alternating); λ = 1 110 → 105; λ = 0.3 80 → 79 (restarting at every raise of σ: λ = 3
-# 178 Newton steps, λ = 1 116)
+# mixtures d = 3, auto, certified 1e-6 (Newton steps and CG are deterministic), N = 5·10⁴:
+# λ = 3, all of it, processes alternating: 29 → 22 outer iterations, Newton 159 → 142, CG
+# 2161 → 1955, 79.6 / 83.0 → 64.8 / 58.5 s; one process per λ, without the restart: λ = 2
+# 40 → 27 outer, Newton 186 → 155, CG 1142 → 891, 61.8–68.9 → 45.0–60.0 s; λ = 1 31 → 23,
+# 132 → 110, 29.2–33.5 → 27.4–29.6 s; λ = 0.3 31 → 21, 95 → 80, 19.5–21.6 → 15.8 s; the
+# restart then: λ = 2 Newton 155 → 148, 47.9 / 50.4 → 43.0 / 45.4 s (alternating); λ = 1
+# 110 → 105; λ = 0.3 80 → 79 (restarting at every raise of σ: λ = 3 178 Newton steps
+# against 142, λ = 1 116 against 105). docs/solvers.md, "The endgame after a failed check"
 FAIL_RAISE = 10.0
 # the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
 # (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
@@ -424,7 +424,8 @@ class _Precond:
         ``sigma``: on the grid transfers of the last hierarchy while that was set up at this
         σ on these users (the Newton steps of one outer iteration; only the coarse matrices
         are built again, :func:`~convexfl.certificates.vcycle`), else on a new hierarchy.
-        kNN10 mixture N = 5·10⁴, λ = 3 (auto, certified 1e-6, one process alternating twice):
+        kNN10 mixture N = 5·10⁴, λ = 3 (auto, certified 1e-6, one process alternating twice,
+        before the restart from a failed candidate of :data:`FAIL_RAISE`):
         96 of the 110 cycles' set-ups kept their transfers, the same 154 Newton steps and
         1930 CG iterations, preconditioners 25.1–29.6 → 19.3–23.0 s, 63.8–76.3 →
         60.5–72.9 s. (Kept at any σ while the users stay: 89 → 96 kept, the same CG.)"""
