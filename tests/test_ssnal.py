@@ -418,7 +418,6 @@ def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
         assert not np.allclose(control, expected[:, 0], rtol=1e-6)
 
 
-
 def _isotropic_knn(w, n=600):
     import scipy.sparse as sp
 
@@ -484,6 +483,7 @@ def test_the_amg_hierarchy_is_set_up_once_per_sigma_and_users():
     users = np.arange(coef.size) < coef.size // 2
     pre._amg(M[users][:, users], users, 3.0 * sigma)
     assert pre.n_amg_reused == 1 and pre.amg[0] is not None
+
 
 def _largest_strong_component(coef, edges, wts, ratio):
     from convexfl._flow_kernels import masked_components
@@ -748,7 +748,6 @@ def test_sigma_is_lowered_when_newton_runs_out():
         ran_out = steps[:-1] >= max_newton
         assert not np.any(lowered & ~ran_out)
         assert np.any(lowered) == (max_newton == 1)
-
 
 
 def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_iterate(

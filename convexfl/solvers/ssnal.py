@@ -66,7 +66,7 @@ from ..certificates import (
     repeated_solves,
     vcycle,
 )
-from ._common import COARSEN_MIN, Run, isotropic_matrix, son_dispatch
+from ._common import COARSEN_MIN, Run, cluster_means, isotropic_matrix, son_dispatch
 from ._ssnal_kernels import (
     hess_blocks,
     hess_vec,
@@ -657,8 +657,7 @@ def _clustered(X, n, edges, fused):
     """``X`` with the users of each component of the ``fused`` edges at their mean: the
     candidate that a check certifies, in the iterations' numbering."""
     comp, k = masked_components(n, edges, fused)
-    cnt = np.bincount(comp, minlength=k).astype(float)
-    return (sums_by_label(np.ascontiguousarray(X), comp, k) / cnt[:, None])[comp]
+    return cluster_means(X, comp, k)[comp]
 
 
 def _at_rounding_floor(gnorms, sigma, X, m):
