@@ -6,7 +6,7 @@ import sys
 
 LARGE_ONLY = ["convexfl._flow_kernels.split_dual",
               "convexfl.solvers._ssnal_kernels.hess_blocks",
-              "convexfl.solvers._ssnal_kernels.sparsified_csc"]
+              "convexfl.solvers._block_ldl.block_factor"]
 
 PROBE = """
 import importlib, json, sys

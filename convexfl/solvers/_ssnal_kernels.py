@@ -169,7 +169,7 @@ def hess_blocks(edges, cap, P, tnorm, sigma, out):
 
 
 @njit(cache=True)
-def _diagonal_blocks(coef, edges, blocks, index, k):
+def diagonal_blocks(coef, edges, blocks, index, k):
     """The ``d × d`` diagonal blocks ``c_u I + Σ_{e ∋ u} B_e`` of the users with
     ``index ≥ 0`` (renumbered ``index``, ``k`` of them)."""
     d = blocks.shape[1]
@@ -182,7 +182,7 @@ def _diagonal_blocks(coef, edges, blocks, index, k):
 
 @njit(inline="always")
 def _diagonal_blocks_d(coef, edges, blocks, index, k, d):
-    """:func:`_diagonal_blocks` with ``d`` a constant where the caller passes one (kNN10
+    """:func:`diagonal_blocks` with ``d`` a constant where the caller passes one (kNN10
     N = 5·10⁴, d = 3, a λ = 3 system of SSNAL, one process: 26–50 → 10–11 ms; it is part
     of every "sparsified" set-up, 110–150 per solve there)."""
     n = coef.shape[0]
@@ -203,96 +203,3 @@ def _diagonal_blocks_d(coef, edges, blocks, index, k, d):
             for a in range(d):
                 diag[index[u] * dd + a * d + a] += coef[u]
     return diag.reshape(k, d, d)
-
-
-@njit(cache=True)
-def sparsified_csc(coef, edges, blocks, keep, index, k, upper=False):
-    """``(indptr, indices, data, slot)``: the CSC (rows sorted) of the Hessian ``C ⊗ I +
-    Σ_e (a_e a_eᵀ) ⊗ B_e`` with the off-diagonal blocks ``−B_e`` of the edges outside
-    ``keep`` dropped and every diagonal block kept, on the users with ``index ≥ 0``
-    (renumbered ``index``, ``k`` of them; no kept edge may join one of them to another
-    user). ``k d`` unknowns, user-major; with ``upper``, only the upper triangle (diagonal
-    included). ``slot`` says where each entry comes from, for :func:`sparsified_values`:
-    ``e d² + a d + b`` for ``−B_e[a, b]``, ``−(u d² + a d + b) − 1`` for the diagonal
-    block's."""
-    m, d = blocks.shape[0], blocks.shape[1]
-    diag = _diagonal_blocks(coef, edges, blocks, index, k)
-    deg = np.zeros(k + 1, np.int64)
-    for e in range(m):
-        if keep[e]:
-            for end in range(2):
-                iu = index[edges[e, end]]
-                if iu >= 0:
-                    deg[iu + 1] += 1
-    start = np.cumsum(deg)  # each user's kept neighbours, then sorted by user
-    nbr = np.empty(start[k], np.int64)
-    via = np.empty(start[k], np.int64)
-    fill = start[:k].copy()
-    for e in range(m):
-        if keep[e]:
-            iu, iv = index[edges[e, 0]], index[edges[e, 1]]
-            if (iu >= 0) != (iv >= 0):
-                raise ValueError("keep: a kept edge joins a user inside to one outside")
-            if iu >= 0:
-                nbr[fill[iu]], via[fill[iu]] = iv, e
-                fill[iu] += 1
-                nbr[fill[iv]], via[fill[iv]] = iu, e
-                fill[iv] += 1
-    below = np.zeros(k, np.int64)  # neighbours numbered below each user
-    for u in range(k):
-        lo, hi = start[u], start[u + 1]
-        for r in range(lo + 1, hi):  # insertion sort of the (few) neighbours
-            v, e = nbr[r], via[r]
-            q = r - 1
-            while q >= lo and nbr[q] > v:
-                nbr[q + 1], via[q + 1] = nbr[q], via[q]
-                q -= 1
-            nbr[q + 1], via[q + 1] = v, e
-        for r in range(lo, hi):
-            if nbr[r] < u:
-                below[u] += 1
-    indptr = np.empty(k * d + 1, np.int32)  # scipy's and qdldl's index type
-    indptr[0] = 0
-    for u in range(k):
-        for b in range(d):
-            width = d * below[u] + b + 1 if upper else d * (start[u + 1] - start[u] + 1)
-            indptr[u * d + b + 1] = indptr[u * d + b] + width
-    indices = np.empty(indptr[k * d], np.int32)
-    slot = np.empty(indptr[k * d], np.int64)
-    for u in range(k):
-        lo, hi = start[u], start[u + 1]
-        for b in range(d):
-            q = indptr[u * d + b]
-            for r in range(lo, lo + below[u]):
-                for a in range(d):
-                    indices[q] = nbr[r] * d + a
-                    slot[q] = via[r] * d * d + a * d + b
-                    q += 1
-            for a in range(b + 1 if upper else d):
-                indices[q] = u * d + a
-                slot[q] = -(u * d * d + a * d + b) - 1
-                q += 1
-            if not upper:
-                for r in range(lo + below[u], hi):
-                    for a in range(d):
-                        indices[q] = nbr[r] * d + a
-                        slot[q] = via[r] * d * d + a * d + b
-                        q += 1
-    return indptr, indices, _values(blocks, diag, slot), slot
-
-
-@njit(cache=True)
-def sparsified_values(coef, edges, blocks, index, k, slot):
-    """The values of :func:`sparsified_csc`'s matrix for new ``blocks`` (the same edges
-    kept, the same users): its entries by their ``slot``."""
-    return _values(blocks, _diagonal_blocks(coef, edges, blocks, index, k), slot)
-
-
-@njit(cache=True)
-def _values(blocks, diag, slot):
-    flat_b, flat_d = blocks.reshape(-1), diag.reshape(-1)
-    data = np.empty(slot.size)
-    for q in range(slot.size):
-        s = slot[q]
-        data[q] = -flat_b[s] if s >= 0 else flat_d[-s - 1]
-    return data

@@ -1,0 +1,283 @@
+"""Sparse ``L D Lᵀ`` of symmetric positive definite matrices made of ``d × d`` blocks.
+
+SSNAL's sparsified Hessians (:meth:`convexfl.solvers.ssnal._Precond.factor_sparsified`) are
+``k × k`` arrays of ``d × d`` blocks: one diagonal block per user and one off-diagonal block
+``−B_e`` per kept edge. Factorised by blocks, ``M = P L D Lᵀ Pᵀ`` with ``L`` unit lower
+triangular by blocks, ``D`` block diagonal (``d × d`` symmetric positive definite pivots, no
+pivoting: those of a symmetric positive definite matrix are) and ``P`` an ordering of the
+users: an index per block instead of one per entry, and the ``d × d`` products unrolled.
+
+The algorithm is QDLDL's (Stellato, Banjac, Goulart, Bemporad, Boyd; the OSQP project:
+elimination tree, then the up-looking factorisation, row by row) with every scalar a block:
+row ``k`` of ``L`` solves ``L w = M[:, k]`` over the elimination tree's reach of the
+column's entries, ``L[k, i] = w_iᵀ D_i⁻¹`` and ``D_k = M[k, k] − Σ_i L[k, i] w_i``. The
+ordering is approximate minimum degree on the users' graph (qdldl's, :func:`user_ordering`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+def user_ordering(k, pairs):
+    """The approximate-minimum-degree ordering (qdldl's AMD) of the graph on ``k`` users with
+    the edges ``pairs`` (m, 2): ``order[new] = old``."""
+    import qdldl
+    import scipy.sparse as sp
+
+    i, j = np.asarray(pairs, dtype=np.int64).T
+    deg = np.bincount(np.concatenate([i, j]), minlength=k).astype(float)
+    upper = sp.coo_matrix((np.concatenate([-np.ones(i.size), deg + 1.0]),
+                           (np.concatenate([np.minimum(i, j), np.arange(k)]),
+                            np.concatenate([np.maximum(i, j), np.arange(k)]))),
+                          shape=(k, k)).tocsc()
+    return np.asarray(qdldl.Solver(upper, upper=True).factors()[2], dtype=np.int64)
+
+
+@njit(cache=True)
+def block_pattern(k, pairs, rows, back):
+    """The upper triangle, by columns, of the users' graph in the order whose inverse is
+    ``back`` (``back[old] = new``): ``(Ap, Ai, Ae)``, the rows of column ``j`` in
+    ``Ai[Ap[j]:Ap[j + 1]]`` and in ``Ae`` the ``rows`` entry of the pair each comes from
+    (diagonals not stored)."""
+    m = pairs.shape[0]
+    Ap = np.zeros(k + 1, np.int64)
+    for e in range(m):
+        Ap[max(back[pairs[e, 0]], back[pairs[e, 1]]) + 1] += 1
+    for j in range(k):
+        Ap[j + 1] += Ap[j]
+    fill = Ap[:k].copy()
+    Ai = np.empty(m, np.int64)
+    Ae = np.empty(m, np.int64)
+    for e in range(m):
+        a, b = back[pairs[e, 0]], back[pairs[e, 1]]
+        col, row = max(a, b), min(a, b)
+        Ai[fill[col]] = row
+        Ae[fill[col]] = rows[e]
+        fill[col] += 1
+    return Ap, Ai, Ae
+
+
+@njit(cache=True)
+def elimination_tree(k, Ap, Ai):
+    """QDLDL's elimination tree of the upper triangle ``(Ap, Ai)`` (diagonal not stored):
+    ``(parent, Lp)``, ``parent[i] = −1`` at a root and ``Lp`` the column pointers of ``L``."""
+    parent = -np.ones(k, np.int64)
+    count = np.zeros(k, np.int64)
+    work = -np.ones(k, np.int64)
+    for j in range(k):
+        work[j] = j
+        for p in range(Ap[j], Ap[j + 1]):
+            i = Ai[p]
+            while work[i] != j:
+                if parent[i] == -1:
+                    parent[i] = j
+                count[i] += 1
+                work[i] = j
+                i = parent[i]
+    Lp = np.zeros(k + 1, np.int64)
+    for i in range(k):
+        Lp[i + 1] = Lp[i] + count[i]
+    return parent, Lp
+
+
+@njit(cache=True)
+def block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv):
+    """The numeric factorisation: ``diag`` (k, d, d) the diagonal blocks in the users' own
+    numbering, ``−off[Ae[p]]`` the off-diagonal block of entry ``p`` (symmetric). Fills
+    ``Li``, ``Lx`` (L's blocks by columns) and ``Dinv`` (the inverse pivots). Returns the
+    first row (in the new order) whose pivot is not positive definite, or −1."""
+    d = diag.shape[1]
+    if d == 2:
+        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, 2)
+    if d == 3:
+        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, 3)
+    return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d)
+
+
+@njit(inline="always")
+def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d):
+    k = Ap.size - 1
+    Y = np.zeros((k, d, d))  # w = L⁻¹ M[:, row], by blocks
+    used = np.zeros(k, np.bool_)
+    reach = np.empty(k, np.int64)
+    stack = np.empty(k, np.int64)
+    nxt = Lp[:k].copy()  # the next free slot of each column of L
+    Dk = np.empty((d, d))
+    for row in range(k):
+        u = order[row]
+        for a in range(d):
+            for b in range(d):
+                Dk[a, b] = diag[u, a, b]
+        n_reach = 0
+        for p in range(Ap[row], Ap[row + 1]):
+            i = Ai[p]
+            e = Ae[p]
+            for a in range(d):
+                for b in range(d):
+                    Y[i, a, b] = -off[e, a, b]
+            if not used[i]:
+                top = 0
+                while i != -1 and i < row and not used[i]:
+                    used[i] = True
+                    stack[top] = i
+                    top += 1
+                    i = parent[i]
+                while top > 0:
+                    top -= 1
+                    reach[n_reach] = stack[top]
+                    n_reach += 1
+        for q in range(n_reach - 1, -1, -1):
+            c = reach[q]
+            for s in range(Lp[c], nxt[c]):  # Y[r] −= L[r, c] Y[c]
+                r = Li[s]
+                for a in range(d):
+                    for b in range(d):
+                        acc = 0.0
+                        for t in range(d):
+                            acc += Lx[s, a, t] * Y[c, t, b]
+                        Y[r, a, b] -= acc
+            s = nxt[c]
+            Li[s] = row
+            for a in range(d):  # L[row, c] = Y[c]ᵀ D_c⁻¹
+                for b in range(d):
+                    acc = 0.0
+                    for t in range(d):
+                        acc += Y[c, t, a] * Dinv[c, t, b]
+                    Lx[s, a, b] = acc
+            for a in range(d):  # D_row −= L[row, c] Y[c]
+                for b in range(d):
+                    acc = 0.0
+                    for t in range(d):
+                        acc += Lx[s, a, t] * Y[c, t, b]
+                    Dk[a, b] -= acc
+            nxt[c] += 1
+            used[c] = False
+            for a in range(d):
+                for b in range(d):
+                    Y[c, a, b] = 0.0
+        if not _inverse_spd(Dk, Dinv[row], d):
+            return row
+    return -1
+
+
+@njit(inline="always")
+def _inverse_spd(A, out, d):
+    """``out = A⁻¹`` for a symmetric positive definite ``A`` (d × d) by its Cholesky factor;
+    False when a pivot is not positive (``A`` is not positive definite)."""
+    C = np.zeros((d, d))
+    for j in range(d):
+        s = A[j, j]
+        for t in range(j):
+            s -= C[j, t] * C[j, t]
+        if not s > 0.0:
+            return False
+        C[j, j] = np.sqrt(s)
+        for i in range(j + 1, d):
+            s = 0.5 * (A[i, j] + A[j, i])
+            for t in range(j):
+                s -= C[i, t] * C[j, t]
+            C[i, j] = s / C[j, j]
+    W = np.zeros((d, d))  # C⁻¹, lower triangular
+    for j in range(d):
+        W[j, j] = 1.0 / C[j, j]
+        for i in range(j + 1, d):
+            s = 0.0
+            for t in range(j, i):
+                s -= C[i, t] * W[t, j]
+            W[i, j] = s / C[i, i]
+    for a in range(d):  # A⁻¹ = C⁻ᵀ C⁻¹
+        for b in range(d):
+            s = 0.0
+            for t in range(max(a, b), d):
+                s += W[t, a] * W[t, b]
+            out[a, b] = s
+    return True
+
+
+@njit(cache=True)
+def block_solve(order, Lp, Li, Lx, Dinv, B):
+    """``X = M⁻¹ B`` for ``B`` (k, d) in the users' own numbering, from the factors of
+    :func:`block_factor`."""
+    d = B.shape[1]
+    if d == 2:
+        return _block_solve(order, Lp, Li, Lx, Dinv, B, 2)
+    if d == 3:
+        return _block_solve(order, Lp, Li, Lx, Dinv, B, 3)
+    return _block_solve(order, Lp, Li, Lx, Dinv, B, d)
+
+
+@njit(inline="always")
+def _block_solve(order, Lp, Li, Lx, Dinv, B, d):
+    k = order.size
+    Y = np.empty((k, d))
+    for i in range(k):
+        for a in range(d):
+            Y[i, a] = B[order[i], a]
+    for c in range(k):  # L z = y, by columns
+        for s in range(Lp[c], Lp[c + 1]):
+            r = Li[s]
+            for a in range(d):
+                acc = 0.0
+                for t in range(d):
+                    acc += Lx[s, a, t] * Y[c, t]
+                Y[r, a] -= acc
+    z = np.empty(d)
+    for c in range(k):
+        for a in range(d):
+            acc = 0.0
+            for t in range(d):
+                acc += Dinv[c, a, t] * Y[c, t]
+            z[a] = acc
+        for a in range(d):
+            Y[c, a] = z[a]
+    for c in range(k - 1, -1, -1):  # Lᵀ x = z
+        for s in range(Lp[c], Lp[c + 1]):
+            r = Li[s]
+            for a in range(d):
+                acc = 0.0
+                for t in range(d):
+                    acc += Lx[s, t, a] * Y[r, t]
+                Y[c, a] -= acc
+    X = np.empty((k, d))
+    for i in range(k):
+        for a in range(d):
+            X[order[i], a] = Y[i, a]
+    return X
+
+
+class BlockLDL:
+    """``M = P L D Lᵀ Pᵀ`` by ``d × d`` blocks for matrices on ``k`` users whose off-diagonal
+    blocks sit on the graph ``pairs`` (m, 2), that of pair ``p`` being ``−off[rows[p]]``
+    (``rows``: by default ``p``): the ordering, the pattern and the elimination tree are
+    computed once (:meth:`__init__`), each matrix's values by :meth:`factor`."""
+
+    def __init__(self, k, pairs, rows=None):
+        pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+        rows = np.arange(len(pairs)) if rows is None else np.asarray(rows, dtype=np.int64)
+        self.k = k
+        self.order = (user_ordering(k, pairs) if pairs.size else np.arange(k, dtype=np.int64))
+        back = np.empty(k, np.int64)
+        back[self.order] = np.arange(k)
+        self.Ap, self.Ai, self.Ae = block_pattern(k, pairs, rows, back)
+        self.parent, self.Lp = elimination_tree(k, self.Ap, self.Ai)
+        self.nnz_blocks = int(self.Lp[-1])
+
+    def factor(self, diag, off):
+        """The solve ``B ↦ M⁻¹ B`` (``B`` (k, d)) of the matrix with the diagonal blocks
+        ``diag`` (k, d, d) and the off-diagonal blocks ``−off[rows]`` (symmetric ``d × d``
+        blocks). Raises ``ValueError`` when ``M`` is not positive definite."""
+        d = diag.shape[1]
+        Li = np.empty(self.nnz_blocks, np.int64)
+        Lx = np.empty((self.nnz_blocks, d, d))
+        Dinv = np.empty((self.k, d, d))
+        bad = block_factor(self.order, self.Ap, self.Ai, self.Ae, self.parent, self.Lp,
+                           np.ascontiguousarray(diag, dtype=float),
+                           np.ascontiguousarray(off, dtype=float), Li, Lx, Dinv)
+        if bad >= 0:
+            raise ValueError(f"M is not positive definite: the pivot of user "
+                             f"{self.order[bad]} is not")
+        order, Lp = self.order, self.Lp
+        return lambda B: block_solve(order, Lp, Li, Lx, Dinv,
+                                     np.ascontiguousarray(B, dtype=float))
