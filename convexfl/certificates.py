@@ -521,7 +521,10 @@ class PatternLDL:
     (0.43 s, of which its minimum-degree ordering 0.2 s): the first factorisation of a
     pattern 0.28 s, the next ones 38–57 ms; a solve 5.7 ms against 6.4 ms for
     :func:`~convexfl._flow_kernels.ldl_solve` on SuperLU's factor. Of the 69
-    factorisations of that solve, 54 kept the previous pattern."""
+    factorisations of that solve, 54 kept the previous pattern. (Those Hessians have been
+    factorised by ``d × d`` blocks since 2026-12-06,
+    :class:`~convexfl.solvers._block_ldl.BlockLDL`; this class factorises the whole
+    Hessian of SSNAL's ``"hessian"`` kind and the reduced Hessians of the polishes.)"""
 
     def __init__(self):
         self.solver = None

@@ -312,8 +312,10 @@ def isotropic_matrix(coef, edges, w, n):
     """``C + L_w`` (sparse CSR, ``n × n``): ``diag(coef)`` plus the Laplacian of the edges
     with weights ``w``."""
     i, j = edges.T
-    adj = sp.coo_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n)).tocsr()
-    return sp.diags(coef + np.asarray(adj.sum(axis=1)).ravel(), format="csr") - adj
+    diag = coef + np.bincount(i, w, n) + np.bincount(j, w, n)
+    node = np.arange(n)
+    return sp.coo_matrix((np.r_[-w, -w, diag], (np.r_[i, j, node], np.r_[j, i, node])),
+                         shape=(n, n)).tocsr()
 
 
 def _isotropic_newton_step(coef, edges, cap, W, grad, rtol):

@@ -437,8 +437,21 @@ class _Precond:
             self.amg = (None if users is None else users.copy(), sigma, solve.transfers)
         return solve
 
-    def _isotropic(self, w):
-        return isotropic_matrix(self.coef, self.edges, w, self.n)
+    def _isotropic(self, w, users=None):
+        """``C + L_w`` (CSR), or its rows and columns of ``users`` (a mask; their weighted
+        degrees count every edge, also those to the other users), built on them alone
+        (a λ = 3 block of kNN10 N = 5·10⁴, 20 100 of the users: 32 → 17 ms, against
+        slicing the whole matrix; one process)."""
+        if users is None:
+            return isotropic_matrix(self.coef, self.edges, w, self.n)
+        i, j = self.edges.T
+        inner = users[i] & users[j]
+        leaving = users[i] != users[j]  # their weights count on the diagonal alone
+        coef = (self.coef + np.bincount(i[leaving], w[leaving], self.n)
+                + np.bincount(j[leaving], w[leaving], self.n))
+        index = np.cumsum(users) - 1
+        return isotropic_matrix(coef[users], index[self.edges[inner]], w[inner],
+                                int(np.count_nonzero(users)))
 
     def factor_hessian(self, blocks):
         """The sparse LU of the generalised Hessian ``H = C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e``
@@ -583,7 +596,7 @@ class _Precond:
         self.n_factor += 1
         small = ~big
         ldl = self._sparsified(blocks, keep, users=small)
-        M = self._isotropic(wts)[big][:, big]
+        M = self._isotropic(wts, big)
         iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else self._amg(M, big, sigma)
 
         at_small, at_big = np.flatnonzero(small), np.flatnonzero(big)
