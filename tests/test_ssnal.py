@@ -326,6 +326,38 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
     assert pre.n_analysed == 2  # ...which is the pattern analysed last
 
 
+def test_a_block_factor_refused_for_its_pivots_falls_back_to_the_isotropic_matrix(
+        monkeypatch):
+    """Where rounding would leave a pivot of the block factor not positive definite, the
+    Newton system is preconditioned by the isotropic ``C + σ L_w`` of all users instead
+    (SPD, ``B_e ⪯ w_e I``), and the refusal is counted; the next factorisation tries the
+    blocks again."""
+    from convexfl.solvers import _block_ldl
+    from convexfl.solvers._ssnal_kernels import precond_weights
+    from convexfl.solvers.ssnal import _Precond
+
+    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    n, d = coef.size, blocks.shape[1]
+    wts = np.empty(edges.shape[0])
+    precond_weights(edges, cap, tnorm, sigma, wts)
+    factor = _block_ldl.BlockLDL.factor
+
+    def refused(self, diag, off):
+        raise _block_ldl.NotDefiniteError("M is not positive definite")
+
+    monkeypatch.setattr(_block_ldl.BlockLDL, "factor", refused)
+    pre = _Precond(coef, edges, n, "sparsified")
+    pre.factor_sparsified(blocks, wts, sigma)
+    assert (pre.n_not_definite, pre.n_sparsified, pre.n_factor) == (1, 0, 1)
+    R = np.random.default_rng(2).standard_normal((n, d))
+    M = pre._isotropic(wts).toarray()
+    np.testing.assert_allclose(M @ pre.solve(R), R, rtol=0, atol=1e-9)
+    monkeypatch.setattr(_block_ldl.BlockLDL, "factor", factor)
+    pre.factor_sparsified(blocks, wts, sigma)
+    assert (pre.n_not_definite, pre.n_sparsified, pre.n_factor) == (1, 1, 2)
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 30), st.integers(1, 3), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
 def test_the_sparsified_solve_inverts_the_matrix_as_defined(n, d, share, seed):

@@ -20,6 +20,11 @@ import numpy as np
 from numba import njit
 
 
+class NotDefiniteError(ValueError):
+    """A pivot of :class:`BlockLDL` is not positive definite: the matrix is not (to
+    rounding)."""
+
+
 def user_ordering(k, pairs):
     """The approximate-minimum-degree ordering (qdldl's AMD) of the graph on ``k`` users with
     the edges ``pairs`` (m, 2): ``order[new] = old``."""
@@ -267,7 +272,7 @@ class BlockLDL:
     def factor(self, diag, off):
         """The solve ``B ↦ M⁻¹ B`` (``B`` (k, d)) of the matrix with the diagonal blocks
         ``diag`` (k, d, d) and the off-diagonal blocks ``−off[rows]`` (symmetric ``d × d``
-        blocks). Raises ``ValueError`` when ``M`` is not positive definite."""
+        blocks). Raises :class:`NotDefiniteError` when ``M`` is not positive definite."""
         d = diag.shape[1]
         Li = np.empty(self.nnz_blocks, np.int64)
         Lx = np.empty((self.nnz_blocks, d, d))
@@ -276,8 +281,8 @@ class BlockLDL:
                            np.ascontiguousarray(diag, dtype=float),
                            np.ascontiguousarray(off, dtype=float), Li, Lx, Dinv)
         if bad >= 0:
-            raise ValueError(f"M is not positive definite: the pivot of user "
-                             f"{self.order[bad]} is not")
+            raise NotDefiniteError(f"M is not positive definite: the pivot of user "
+                                   f"{self.order[bad]} is not")
         order, Lp = self.order, self.Lp
         return lambda B: block_solve(order, Lp, Li, Lx, Dinv,
                                      np.ascontiguousarray(B, dtype=float))

@@ -64,7 +64,7 @@ from ..certificates import (
     repeated_solves,
     vcycle,
 )
-from ._block_ldl import BlockLDL
+from ._block_ldl import BlockLDL, NotDefiniteError
 from ._common import COARSEN_MIN, Run, cluster_means, isotropic_matrix, son_dispatch
 from ._ssnal_kernels import (
     diagonal_blocks,
@@ -398,6 +398,7 @@ class _Precond:
         self.kept = None  # (keep, big) of the last analysed pattern (_kept_pattern)
         self.analysed = None  # (keep, users, index, kept edges, BlockLDL): _sparsified
         self.n_analysed = 0  # sparsified patterns ordered and analysed (_sparsified)
+        self.n_not_definite = 0  # block factors refused for a pivot (factor_sparsified)
         self.amg = None  # (users, σ, grid transfers) of the last AMG hierarchy set up
         self.n_amg_reused = 0  # V-cycles on the last hierarchy's transfers (_amg)
 
@@ -527,20 +528,28 @@ class _Precond:
         Users whose kept edges still join too many users (:meth:`strong_edges`) get
         the isotropic ``C + σ L_w`` instead (:meth:`_factor_mixed`; all users: :meth:`factor`).
         :attr:`n_sparsified` counts the factorisations with a sparsified Hessian, :attr:`n_mixed`
-        those of them with an isotropic block too."""
+        those of them with an isotropic block too. Where rounding leaves a pivot of the
+        block factor not positive definite (``M`` is SPD in exact arithmetic), the
+        isotropic ``C + σ L_w`` of all users is used instead, counted in
+        :attr:`n_not_definite`."""
         keep, big = self.strong_edges(wts, blocks.shape[1])
         keep = self._kept_pattern(keep, big)
-        if not big.any():
-            start = time.perf_counter()
-            self.n_factor += 1
-            self.solve = self._sparsified(blocks, keep)
-            self.time += time.perf_counter() - start
-        elif big.all():
+        if big.all():
             self.factor(wts, sigma)
             return
-        else:
-            self._factor_mixed(blocks, wts, keep, big, sigma)
-            self.n_mixed += 1
+        try:
+            if big.any():
+                self._factor_mixed(blocks, wts, keep, big, sigma)
+                self.n_mixed += 1
+            else:
+                start = time.perf_counter()
+                self.solve = self._sparsified(blocks, keep)
+                self.n_factor += 1
+                self.time += time.perf_counter() - start
+        except NotDefiniteError:
+            self.n_not_definite += 1
+            self.factor(wts, sigma)
+            return
         self.n_sparsified += 1
 
     def _kept_pattern(self, keep, big):
@@ -593,9 +602,9 @@ class _Precond:
         no kept edge joins the two sets, and both blocks are SPD. ``H ⪯ 2M`` still holds
         with an exact solve of the isotropic block (``B_e ⪯ w_e I``)."""
         start = time.perf_counter()
-        self.n_factor += 1
         small = ~big
         ldl = self._sparsified(blocks, keep, users=small)
+        self.n_factor += 1
         M = self._isotropic(wts, big)
         iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else self._amg(M, big, sigma)
 
@@ -864,6 +873,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     if pre.kind == "sparsified":
         hist["n_factor_sparsified"] = pre.n_sparsified
         hist["n_factor_mixed"] = pre.n_mixed
+        hist["n_factor_not_definite"] = pre.n_not_definite
     hist["time_precond_s"] = pre.time
     hist["n_amg_reused"] = pre.n_amg_reused
     hist["cg_total"] = cg_total
