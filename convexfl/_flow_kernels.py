@@ -524,12 +524,10 @@ def ordered_laplacian(edges, w, position, size):
 
 
 @njit(cache=True)
-def ldl_factor(Ap, Ai, Ax):
-    """``M = L D Lᵀ`` of a symmetric positive definite matrix given by its upper triangle
-    (CSC, diagonal included, repeated entries summed), in its own order (no pivoting): the
-    elimination tree, then each row of ``L`` by the tree's paths (QDLDL's algorithm, Stellato
-    et al., OSQP). Returns ``(Lp, Li, Lx, Dinv)``: ``L`` strictly lower (CSC, unit diagonal
-    not stored, rows increasing) and ``1/D``."""
+def elimination_tree(Ap, Ai):
+    """QDLDL's elimination tree of a symmetric matrix given by its upper triangle (CSC
+    ``(Ap, Ai)``, the diagonal stored or not): ``(parent, Lp)``, ``parent[i] = −1`` at a
+    root and ``Lp`` the column pointers of its ``L`` (strictly lower)."""
     n = Ap.size - 1
     parent = np.full(n, -1, np.int64)
     mark = np.full(n, -1, np.int64)
@@ -547,6 +545,37 @@ def ldl_factor(Ap, Ai, Ax):
     Lp = np.zeros(n + 1, np.int64)
     for j in range(n):
         Lp[j + 1] = Lp[j] + count[j]
+    return parent, Lp
+
+
+@njit(inline="always")
+def tree_path(i, k, parent, seen, stack, reach, top):
+    """Append to ``reach[top:]`` the path from ``i`` up the elimination tree ``parent``
+    that row ``k``'s factorisation has not seen yet (it stops at a node seen or ≥ ``k``),
+    top down, after the earlier paths, marking it ``seen``; returns the new ``top``. Read
+    bottom up, ``reach`` lists each column after its descendants."""
+    depth = 0
+    while i != -1 and i < k and not seen[i]:
+        seen[i] = True
+        stack[depth] = i
+        depth += 1
+        i = parent[i]
+    while depth > 0:
+        depth -= 1
+        reach[top] = stack[depth]
+        top += 1
+    return top
+
+
+@njit(cache=True)
+def ldl_factor(Ap, Ai, Ax):
+    """``M = L D Lᵀ`` of a symmetric positive definite matrix given by its upper triangle
+    (CSC, diagonal included, repeated entries summed), in its own order (no pivoting): the
+    elimination tree, then each row of ``L`` by the tree's paths (QDLDL's algorithm, Stellato
+    et al., OSQP). Returns ``(Lp, Li, Lx, Dinv)``: ``L`` strictly lower (CSC, unit diagonal
+    not stored, rows increasing) and ``1/D``."""
+    n = Ap.size - 1
+    parent, Lp = elimination_tree(Ap, Ai)
     Li = np.empty(Lp[n], np.int32)
     Lx = np.empty(Lp[n])
     Dinv = np.empty(n)
@@ -564,16 +593,7 @@ def ldl_factor(Ap, Ai, Ax):
                 d += Ax[p]
                 continue
             y[i] += Ax[p]
-            depth = 0
-            while i != -1 and i < k and not seen[i]:
-                seen[i] = True
-                stack[depth] = i
-                depth += 1
-                i = parent[i]
-            while depth > 0:  # this path, top down, after the earlier ones
-                depth -= 1
-                reach[top] = stack[depth]
-                top += 1
+            top = tree_path(i, k, parent, seen, stack, reach, top)
         for t in range(top - 1, -1, -1):  # bottom up: each column after its descendants
             c = reach[t]
             yc = y[c]

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convexfl.solvers._block_ldl import BlockLDL, elimination_tree, user_ordering
+from convexfl._flow_kernels import elimination_tree
+from convexfl.solvers._block_ldl import BlockLDL, user_ordering
 
 
 def _pairs(k, density, rng):
@@ -83,9 +84,9 @@ def test_the_elimination_tree_counts_the_factors_nonzeros():
     path = np.array([(u, u + 1) for u in range(k - 1)])
     Ap = np.r_[0, np.arange(k)]  # column j holds row j − 1
     Ai = np.arange(k - 1)
-    parent, Lp = elimination_tree(k, Ap, Ai)
+    parent, Lp = elimination_tree(Ap, Ai)
     assert list(parent) == [1, 2, 3, 4, 5, -1] and Lp[-1] == k - 1
     star = np.r_[0, 0, np.ones(k - 1, np.int64)].cumsum()  # every column j > 0 holds row 0
-    parent, Lp = elimination_tree(k, star, np.zeros(k - 1, np.int64))
+    parent, Lp = elimination_tree(star, np.zeros(k - 1, np.int64))
     assert Lp[-1] == (k - 1) * k // 2  # column i holds the rows i+1, …, k−1
     assert user_ordering(k, path).size == k

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._flow_kernels import elimination_tree, tree_path
+
 
 class NotDefiniteError(ValueError):
     """A pivot of :class:`BlockLDL` is not positive definite: the matrix is not (to
@@ -65,29 +67,6 @@ def block_pattern(k, pairs, rows, back):
 
 
 @njit(cache=True)
-def elimination_tree(k, Ap, Ai):
-    """QDLDL's elimination tree of the upper triangle ``(Ap, Ai)`` (diagonal not stored):
-    ``(parent, Lp)``, ``parent[i] = −1`` at a root and ``Lp`` the column pointers of ``L``."""
-    parent = -np.ones(k, np.int64)
-    count = np.zeros(k, np.int64)
-    work = -np.ones(k, np.int64)
-    for j in range(k):
-        work[j] = j
-        for p in range(Ap[j], Ap[j + 1]):
-            i = Ai[p]
-            while work[i] != j:
-                if parent[i] == -1:
-                    parent[i] = j
-                count[i] += 1
-                work[i] = j
-                i = parent[i]
-    Lp = np.zeros(k + 1, np.int64)
-    for i in range(k):
-        Lp[i + 1] = Lp[i] + count[i]
-    return parent, Lp
-
-
-@njit(cache=True)
 def block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv):
     """The numeric factorisation: ``diag`` (k, d, d) the diagonal blocks in the users' own
     numbering, ``−off[Ae[p]]`` the off-diagonal block of entry ``p`` (symmetric). Fills
@@ -121,18 +100,8 @@ def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d):
             e = Ae[p]
             for a in range(d):
                 for b in range(d):
-                    Y[i, a, b] = -off[e, a, b]
-            if not used[i]:
-                top = 0
-                while i != -1 and i < row and not used[i]:
-                    used[i] = True
-                    stack[top] = i
-                    top += 1
-                    i = parent[i]
-                while top > 0:
-                    top -= 1
-                    reach[n_reach] = stack[top]
-                    n_reach += 1
+                    Y[i, a, b] -= off[e, a, b]
+            n_reach = tree_path(i, row, parent, used, stack, reach, n_reach)
         for q in range(n_reach - 1, -1, -1):
             c = reach[q]
             for s in range(Lp[c], nxt[c]):  # Y[r] −= L[r, c] Y[c]
@@ -266,7 +235,7 @@ class BlockLDL:
         back = np.empty(k, np.int64)
         back[self.order] = np.arange(k)
         self.Ap, self.Ai, self.Ae = block_pattern(k, pairs, rows, back)
-        self.parent, self.Lp = elimination_tree(k, self.Ap, self.Ai)
+        self.parent, self.Lp = elimination_tree(self.Ap, self.Ai)
         self.nnz_blocks = int(self.Lp[-1])
 
     def factor(self, diag, off):
