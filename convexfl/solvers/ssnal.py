@@ -198,7 +198,10 @@ STRONG_RATIO_MAX = 3 * 4.0**4
 # with 0, 0.01, 0.05, 0.2: 24, 5, 4, 3 analyses of 115, 30.9, 27.3, 26.7, 24.4 s, CG 939,
 # 953, 863, 908; N = 2e4: 6.3, 5.5, 5.5, 4.8 s. But λ = 3 at N = 5e4, where the strong edges
 # missing reach 2.5 % (6076 edges at σ ≥ 10⁴), CG 6712 -> 8432 with 0.05, 165-194 s against
-# 127-171 s with 0: this machine's spread is that wide)
+# 127-171 s with 0: this machine's spread is that wide). Those were qdldl's analyses; the
+# block L D Lᵀ's since 2026-12-06 take ~0.06 s against 0.02-0.03 s to refactorise, and with
+# 0 the factors held more edges: λ = 1 and 0.3 slower, λ = 3 the same (docs/solvers.md,
+# "The sparsified Hessians by blocks")
 REANALYSE_SHARE = 0.01
 # once the residual proxy has not halved for this many outer iterations, the candidate
 # is certified every this many iterations: the proxy stalls at rounding level under the
