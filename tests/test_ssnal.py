@@ -398,6 +398,9 @@ def test_the_sparsified_solve_inverts_the_matrix_as_defined(n, d, share, seed):
     inverts(pre._sparsified(blocks, keep), assembled(blocks), everyone)
     other = rng.uniform(0.0, 2.0, blocks.shape) * np.eye(d)  # the same edges kept
     inverts(pre._sparsified(other, keep), assembled(other), everyone)
+    if m:  # control: the first matrix's factor does not invert the second
+        with pytest.raises(AssertionError):
+            inverts(pre._sparsified(blocks, keep), assembled(other), everyone)
     assert pre.n_analysed == 1
     comp = masked_components(n, edges, keep)[0]
     users = comp == comp[rng.integers(n)]  # a component of the kept edges
