@@ -125,11 +125,12 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     newton_solver : {"auto", "dense", "lu", "amg", "hessian", "sparsified"}
         The preconditioner of the Newton systems' conjugate gradients: ``C + σ L_w`` by
         dense Cholesky, exact sparse LU, or one algebraic-multigrid V-cycle (pyamg); or the
-        sparse LU of the generalised Hessian itself (``"hessian"``), or the ``L D Lᵀ`` of
-        the Hessian with its weak edges' off-diagonal blocks dropped (``"sparsified"``,
-        falling back to
-        ``C + σ L_w`` where its strong edges join more than 2000 users; the history's
-        ``n_factor_sparsified`` counts the factorisations that did not fall back);
+        sparse LU of the generalised Hessian itself (``"hessian"``), or the block
+        ``L D Lᵀ`` of the Hessian with its weak edges' off-diagonal blocks dropped
+        (``"sparsified"``, falling back to ``C + σ L_w`` where its strong edges join more
+        than 2000 users, and where rounding leaves a pivot that is not positive definite;
+        the history's ``n_factor_sparsified`` counts the factorisations that did not fall
+        back, ``n_factor_not_definite`` those refused for a pivot);
         ``"auto"`` chooses by size and density (:func:`newton_solver_for`).
     polish : bool or "small"
         Refine candidates by Newton on the reduced problem before certifying (``"small"``:
