@@ -28,18 +28,18 @@ class NotDefiniteError(ValueError):
 
 
 def user_ordering(k, pairs):
-    """The approximate-minimum-degree ordering (qdldl's AMD) of the graph on ``k`` users with
-    the edges ``pairs`` (m, 2): ``order[new] = old``."""
+    """The approximate-minimum-degree ordering (qdldl's AMD, of ``L + I`` as
+    :attr:`~convexfl.graphs.Graph.elimination_rank`) of the graph on ``k`` users with the
+    edges ``pairs`` (m, 2): ``order[new] = old``."""
     import qdldl
     import scipy.sparse as sp
 
-    i, j = np.asarray(pairs, dtype=np.int64).T
-    deg = np.bincount(np.concatenate([i, j]), minlength=k).astype(float)
-    upper = sp.coo_matrix((np.concatenate([-np.ones(i.size), deg + 1.0]),
-                           (np.concatenate([np.minimum(i, j), np.arange(k)]),
-                            np.concatenate([np.maximum(i, j), np.arange(k)]))),
-                          shape=(k, k)).tocsc()
-    return np.asarray(qdldl.Solver(upper, upper=True).factors()[2], dtype=np.int64)
+    from ..certificates import grounded_laplacian
+
+    pairs = np.asarray(pairs, dtype=np.int64)
+    L = grounded_laplacian(k, pairs, np.ones(len(pairs)), np.ones(k, bool), upper=True)
+    return np.asarray(qdldl.Solver(L + sp.eye(k, format="csc"), upper=True).factors()[2],
+                      dtype=np.int64)
 
 
 @njit(cache=True)
