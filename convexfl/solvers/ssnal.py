@@ -448,8 +448,8 @@ class _Precond:
         """``C + L_w`` (CSR), or its rows and columns of ``users`` (a mask; their weighted
         degrees count every edge, also those to the other users), built on them alone
         (:func:`~convexfl.certificates.grounded_laplacian`; a λ = 3 block of kNN10
-        N = 5·10⁴, 20 100 of the users: 32 → 14 ms, against slicing the whole matrix; one
-        process)."""
+        N = 5·10⁴, 20 100 of the users: 20 → 16 ms against slicing the whole matrix, one
+        process, alternating)."""
         if users is None:
             return isotropic_matrix(self.coef, self.edges, w, self.n)
         L = grounded_laplacian(self.n, self.edges, w, users)
