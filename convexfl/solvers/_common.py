@@ -39,12 +39,18 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._flow_kernels import project_flows, sums_by_label
 from .._kernels import QUADRATIC
 from .._validation import as_float_array, as_int, as_scalar, check_matrix_rows
-from ..certificates import PatternLU, factor_spd, kkt_residual, pcg, repeated_solves
+from ..certificates import (
+    PatternLU,
+    factor_spd,
+    grounded_laplacian,
+    kkt_residual,
+    pcg,
+    repeated_solves,
+)
 from ..clusters import components
 from ..problems import Reduced, SquaredPenalty, SumOfNorms, scale_of
 from ._common_kernels import (
@@ -308,14 +314,13 @@ def _exact_slope(prob: SumOfNorms, warm: Solution, X, flows, fused, slope, targe
     return slope
 
 
-def isotropic_matrix(coef, edges, w, n):
+def isotropic_matrix(coef, edges, w, n, users=None):
     """``C + L_w`` (sparse CSR, ``n × n``): ``diag(coef)`` plus the Laplacian of the edges
-    with weights ``w``."""
-    i, j = edges.T
-    diag = coef + np.bincount(i, w, n) + np.bincount(j, w, n)
-    node = np.arange(n)
-    return sp.coo_matrix((np.r_[-w, -w, diag], (np.r_[i, j, node], np.r_[j, i, node])),
-                         shape=(n, n)).tocsr()
+    with weights ``w``; with ``users`` (a mask), its rows and columns of those users, built
+    on them alone (:func:`~convexfl.certificates.grounded_laplacian`: their weighted
+    degrees count every edge, also those to the other users)."""
+    users = np.ones(n, dtype=bool) if users is None else users
+    return grounded_laplacian(n, edges, w, users, shift=coef[users]).T  # symmetric: CSR
 
 
 def _isotropic_newton_step(coef, edges, cap, W, grad, rtol):

@@ -51,7 +51,6 @@ import time
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .._flow_kernels import flush_sq, masked_components, put_rows, sums_by_label
@@ -60,7 +59,6 @@ from .._validation import as_int, as_scalar
 from ..certificates import (
     PatternLU,
     factor_spd,
-    grounded_laplacian,
     normalised,
     pcg,
     repeated_solves,
@@ -445,15 +443,11 @@ class _Precond:
         return solve
 
     def _isotropic(self, w, users=None):
-        """``C + L_w`` (CSR), or its rows and columns of ``users`` (a mask; their weighted
-        degrees count every edge, also those to the other users), built on them alone
-        (:func:`~convexfl.certificates.grounded_laplacian`; a λ = 3 block of kNN10
+        """``C + L_w`` (CSR), or its rows and columns of ``users`` (a mask), built on them
+        alone (:func:`~convexfl.solvers._common.isotropic_matrix`; a λ = 3 block of kNN10
         N = 5·10⁴, 20 100 of the users: 20 → 16 ms against slicing the whole matrix, one
         process, alternating)."""
-        if users is None:
-            return isotropic_matrix(self.coef, self.edges, w, self.n)
-        L = grounded_laplacian(self.n, self.edges, w, users)
-        return (L + sp.diags(self.coef[users])).tocsr()
+        return isotropic_matrix(self.coef, self.edges, w, self.n, users)
 
     def factor_hessian(self, blocks):
         """The sparse LU of the generalised Hessian ``H = C ⊗ I + Σ_e (a_e a_eᵀ) ⊗ B_e``
