@@ -205,8 +205,9 @@ def test_newton_solvers_give_the_lu_solution(kind, dim):
 
 
 def _newton_system(n=60, d=2, seed=0, sigma=2.0):
-    """A generalised Hessian of SSNAL with edges both inside and outside the ball."""
-    from convexfl.solvers._ssnal_kernels import hess_blocks, psi_grad
+    """A generalised Hessian of SSNAL with edges both inside and outside the ball: its
+    edge terms ``(wts, Q)`` (``hess_terms``) and blocks."""
+    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_terms, psi_grad
 
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, d))
@@ -219,51 +220,53 @@ def _newton_system(n=60, d=2, seed=0, sigma=2.0):
     G, P, tnorm = np.empty((n, d)), np.empty((m, d)), np.empty(m)
     psi_grad(A, coef, g.edges, cap, X, Y, sigma, G, P, tnorm)
     assert 0 < np.sum(tnorm > cap) < m  # both kinds of edge blocks occur
-    blocks = np.empty((m, d, d))
-    hess_blocks(g.edges, cap, P, tnorm, sigma, blocks)
-    return coef, g.edges, cap, P, tnorm, sigma, blocks
+    wts, Q, blocks = np.empty(m), np.empty((m, d)), np.empty((m, d, d))
+    hess_terms(g.edges, cap, P, tnorm, sigma, wts, Q)
+    hess_blocks(wts, Q, blocks)
+    return coef, g.edges, cap, wts, Q, sigma, blocks
 
 
 def test_the_hessian_lu_is_the_exact_newton_matrix():
     """The "hessian" preconditioner solves the Newton system itself: its solve inverts the
     matrix-free product ``hess_vec`` to rounding, blocks and ordering included."""
-    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_vec, psi_grad
+    from convexfl.solvers._ssnal_kernels import hess_blocks, hess_terms, hess_vec, psi_grad
     from convexfl.solvers.ssnal import _Precond
 
     rng = np.random.default_rng(1)
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system()
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system()
     n, d = coef.size, blocks.shape[1]
     pre = _Precond(coef, edges, n, "hessian")
     pre.factor_hessian(blocks)
     V = rng.standard_normal((n, d))
     HV = np.empty((n, d))
-    hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
+    hess_vec(coef, edges, wts, Q, V, HV)
     np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
     # the next factorisations keep the first one's ordering (its CSC filled in place):
     # exact at their own σ and iterate
     for sigma2 in (3.0 * sigma, 0.2 * sigma):
-        P2, t2 = np.empty_like(P), np.empty_like(tnorm)
+        P2, t2 = np.empty_like(Q), np.empty_like(wts)
         A = rng.standard_normal((n, d))
         psi_grad(A, coef, edges, cap, A + 0.1 * rng.standard_normal((n, d)),
-                 rng.standard_normal(P.shape), sigma2, np.empty((n, d)), P2, t2)
-        hess_blocks(edges, cap, P2, t2, sigma2, blocks)
+                 rng.standard_normal(Q.shape), sigma2, np.empty((n, d)), P2, t2)
+        hess_terms(edges, cap, P2, t2, sigma2, wts, Q)
+        hess_blocks(wts, Q, blocks)
         pre.factor_hessian(blocks)
         assert pre.layout is not None
-        hess_vec(coef, edges, cap, P2, t2, sigma2, V, HV)
+        hess_vec(coef, edges, wts, Q, V, HV)
         np.testing.assert_allclose(pre.solve(HV), V, rtol=0, atol=1e-10)
 
 
-def _preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma):
+def _preconditioned_spectrum(pre, coef, edges, wts, Q):
     """The eigenvalues of ``M⁻¹H`` (dense), ``M⁻¹`` being ``pre.solve``."""
     from convexfl.solvers._ssnal_kernels import hess_vec
 
-    n, d = coef.size, P.shape[1]
+    n, d = coef.size, Q.shape[1]
     H = np.empty((n * d, n * d))
     for k in range(n * d):
         E = np.zeros(n * d)
         E[k] = 1.0
         out = np.empty((n, d))
-        hess_vec(coef, edges, cap, P, tnorm, sigma, E.reshape(n, d), out)
+        hess_vec(coef, edges, wts, Q, E.reshape(n, d), out)
         H[:, k] = out.ravel()
     return np.linalg.eigvals(np.column_stack([pre.solve(H[:, k].reshape(n, d)).ravel()
                                               for k in range(n * d)]))
@@ -279,17 +282,14 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
     """Dropping the weak edges' off-diagonal blocks (their diagonal blocks kept) gives an
     SPD ``M`` with ``H ⪯ 2M``: the eigenvalues of ``M⁻¹H`` are real and lie in (0, 2), not
     all at 1 (edges were dropped)."""
-    from convexfl.solvers._ssnal_kernels import precond_weights
     from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
     pre = _Precond(coef, edges, coef.size, "sparsified")
     pre.factor_sparsified(blocks, wts, sigma)
     assert pre.n_sparsified == 1 and pre.n_mixed == 0
-    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 
 
 def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monkeypatch):
@@ -299,12 +299,9 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
     (0, 2). Past the share, or when the users left to the isotropic block change, the
     pattern is the strong edges' own (analysed anew where its matrix pattern is new)."""
     from convexfl.solvers import ssnal
-    from convexfl.solvers._ssnal_kernels import precond_weights
     from convexfl.solvers.ssnal import STRONG_RATIO, _Precond
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     strong = np.flatnonzero(wts >= STRONG_RATIO)
     pre = _Precond(coef, edges, coef.size, "sparsified")
     first = wts.copy()
@@ -314,7 +311,7 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
     pre.factor_sparsified(blocks, wts, sigma)  # two edges missing from the pattern: kept
     assert pre.n_analysed == 1
     assert np.count_nonzero(pre.kept[0]) == strong.size - 2
-    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
     monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 1.0 / (strong.size - 2))
     pre.factor_sparsified(blocks, wts, sigma)  # past the share: the strong edges' own pattern
     assert pre.n_analysed == 2
@@ -333,13 +330,10 @@ def test_a_block_factor_refused_for_its_pivots_falls_back_to_the_isotropic_matri
     (SPD, ``B_e ⪯ w_e I``), and the refusal is counted; the next factorisation tries the
     blocks again."""
     from convexfl.solvers import _block_ldl
-    from convexfl.solvers._ssnal_kernels import precond_weights
     from convexfl.solvers.ssnal import _Precond
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     n, d = coef.size, blocks.shape[1]
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
     factor = _block_ldl.BlockLDL.factor
 
     def refused(self, diag, off):
@@ -355,7 +349,7 @@ def test_a_block_factor_refused_for_its_pivots_falls_back_to_the_isotropic_matri
     monkeypatch.setattr(_block_ldl.BlockLDL, "factor", factor)
     pre.factor_sparsified(blocks, wts, sigma)
     assert (pre.n_not_definite, pre.n_sparsified, pre.n_factor) == (1, 1, 2)
-    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 
 
 @settings(max_examples=40, deadline=None)
@@ -496,12 +490,9 @@ def test_the_amg_hierarchy_is_set_up_once_per_sigma_and_users():
     it covers stay (Newton steps within one outer iteration), and sets up a new hierarchy
     when either changes; each cycle is on the current weights."""
     from convexfl.certificates import vcycle
-    from convexfl.solvers._ssnal_kernels import precond_weights
     from convexfl.solvers.ssnal import _Precond
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(n=400, d=3, sigma=0.3)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(n=400, d=3, sigma=0.3)
     pre = _Precond(coef, edges, coef.size, "amg")
     pre.factor(wts, sigma)
     first = pre.amg
@@ -534,11 +525,8 @@ def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit
     edges elsewhere stay, and every component left is small enough."""
     import convexfl.solvers.ssnal as ssnal
     from convexfl._flow_kernels import masked_components
-    from convexfl.solvers._ssnal_kernels import precond_weights
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     r = ssnal.STRONG_RATIO
     largest = _largest_strong_component(coef, edges, wts, r)
     assert _largest_strong_component(coef, edges, wts, 4 * r) < largest
@@ -560,11 +548,8 @@ def test_the_share_of_users_in_a_component_has_a_floor(monkeypatch):
     """However small ``SPARSIFIED_COMPONENT_SHARE`` makes the limit, components of up to
     ``SPARSIFIED_MIN_COMPONENT`` users stay whole."""
     import convexfl.solvers.ssnal as ssnal
-    from convexfl.solvers._ssnal_kernels import precond_weights
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     largest = _largest_strong_component(coef, edges, wts, ssnal.STRONG_RATIO)
     monkeypatch.setattr(ssnal, "SPARSIFIED_COMPONENT_SHARE", 0.0)
     first = wts >= ssnal.STRONG_RATIO * np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
@@ -580,11 +565,8 @@ def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
     isotropic ``C + L_w`` on its users, the others the sparsified Hessian: still SPD with
     ``H ⪯ 2M`` (``B_e ⪯ w_e I``)."""
     import convexfl.solvers.ssnal as ssnal
-    from convexfl.solvers._ssnal_kernels import precond_weights
 
-    coef, edges, cap, P, tnorm, sigma, blocks = _newton_system(sigma=10.0)
-    wts = np.empty(edges.shape[0])
-    precond_weights(edges, cap, tnorm, sigma, wts)
+    coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     largest = _largest_strong_component(coef, edges, wts, ssnal.STRONG_RATIO)
     assert 1 < largest < coef.size // 2
     monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
@@ -592,7 +574,7 @@ def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
     pre = ssnal._Precond(coef, edges, coef.size, "sparsified")
     pre.factor_sparsified(blocks, wts, sigma)
     assert pre.n_sparsified == pre.n_mixed == 1
-    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, cap, P, tnorm, sigma))
+    _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 
 
 def test_the_sparsified_solver_falls_back_when_the_strong_edges_join_many_users(monkeypatch):
@@ -721,10 +703,16 @@ def test_tight_solves_do_not_spin_newton_at_the_rounding_floor(monkeypatch):
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4])
 def test_the_ssnal_kernels_are_their_formulas_in_every_dimension(d):
-    """``psi_grad``, ``psi_value`` and ``hess_vec`` against the formulas of their module's
-    docstring written with numpy, with edges inside and outside the ball: d = 2 and 3 run
-    copies compiled with d a constant, the others the general kernel."""
-    from convexfl.solvers._ssnal_kernels import hess_vec, psi_grad, psi_value
+    """``psi_grad``, ``psi_value``, ``hess_vec`` and ``hess_blocks`` against the formulas of
+    their module's docstring written with numpy, with edges inside and outside the ball:
+    d = 2 and 3 run copies compiled with d a constant, the others the general kernel."""
+    from convexfl.solvers._ssnal_kernels import (
+        hess_blocks,
+        hess_terms,
+        hess_vec,
+        psi_grad,
+        psi_value,
+    )
 
     rng = np.random.default_rng(d)
     n = 12
@@ -759,9 +747,14 @@ def test_the_ssnal_kernels_are_their_formulas_in_every_dimension(d):
     want = coef[:, None] * V
     np.add.at(want, edges[:, 0], sigma * jdv)
     np.add.at(want, edges[:, 1], -sigma * jdv)
-    out = np.empty((n, d))
-    hess_vec(coef, edges, cap, P, tnorm, sigma, V, out)
+    wts, Q, out, blocks = np.empty(m), np.empty((m, d)), np.empty((n, d)), np.empty((m, d, d))
+    hess_terms(edges, cap, P, tnorm, sigma, wts, Q)
+    np.testing.assert_allclose(wts, np.where(inside, sigma, sigma * cap / t), rtol=1e-14)
+    hess_vec(coef, edges, wts, Q, V, out)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    hess_blocks(wts, Q, blocks)
+    np.testing.assert_allclose(np.einsum("eab,eb->ea", blocks, dv), sigma * jdv, rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_sigma_is_lowered_when_newton_runs_out():

@@ -69,8 +69,8 @@ from ._common import COARSEN_MIN, Run, cluster_means, isotropic_matrix, son_disp
 from ._ssnal_kernels import (
     diagonal_blocks,
     hess_blocks,
+    hess_terms,
     hess_vec,
-    precond_weights,
     psi_grad,
     psi_value,
 )
@@ -568,7 +568,7 @@ class _Precond:
         (but that share not below ``SPARSIFIED_MIN_COMPONENT``), or more than
         ``SPARSIFIED_MAX_UNKNOWNS`` unknowns (users · ``d``). An edge is strong when its
         block's largest eigenvalue ``w_e`` (σ inside the ball, σc/‖T‖ outside:
-        :func:`precond_weights`) is at least ``r ·
+        :func:`hess_terms`) is at least ``r ·
         min(c_i, c_j)``, the loss curvatures at its ends, with ``r = STRONG_RATIO``; inside a
         component that is too large ``r`` is raised fourfold at a time up to
         ``STRONG_RATIO_MAX``, which cuts it along its weakest edges (a fused cluster's edges,
@@ -740,7 +740,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     tnorm = np.empty(m)
     HV = np.empty((n, d))
     pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
-    wts = np.empty(m)
+    wts = np.empty(m)  # the Hessian's edge terms (hess_terms): weights of C + σ L_w
+    Q = np.empty((m, d))
     blocks = np.empty((m, d, d) if pre.kind in ("hessian", "sparsified") else (0, d, d))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
@@ -771,21 +772,20 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             if gnorm <= inner_tol or n_newton >= max_newton \
                     or _at_rounding_floor(gnorms, sigma, X, m):
                 break
+            hess_terms(edges, cap, P, tnorm, sigma, wts, Q)
             if pre.solve is None or pre_sigma != sigma or pre.last_cg > pre.refactor_cg:
                 if pre.kind == "hessian":
-                    hess_blocks(edges, cap, P, tnorm, sigma, blocks)
+                    hess_blocks(wts, Q, blocks)
                     pre.factor_hessian(blocks)
                 elif pre.kind == "sparsified":
-                    precond_weights(edges, cap, tnorm, sigma, wts)
-                    hess_blocks(edges, cap, P, tnorm, sigma, blocks)
+                    hess_blocks(wts, Q, blocks)
                     pre.factor_sparsified(blocks, wts, sigma)
                 else:
-                    precond_weights(edges, cap, tnorm, sigma, wts)
                     pre.factor(wts, sigma)
                 pre_sigma = sigma
 
-            def matvec(V, sigma=sigma):
-                hess_vec(coef, edges, cap, P, tnorm, sigma, V, HV)
+            def matvec(V):
+                hess_vec(coef, edges, wts, Q, V, HV)
                 return HV.copy()
 
             rtol = min(cg_cap, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10))
