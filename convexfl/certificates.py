@@ -359,18 +359,21 @@ def vcycle(M, transfers=None):
         for P, R in transfers:
             matrices.append((R @ matrices[-1] @ P).tocsr())
     coarse = np.linalg.pinv(matrices[-1].toarray())
+    diagonals = [A.diagonal() for A in matrices]
 
-    def sweep(A, x, b, forward):
-        gauss_seidel(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b), forward)
+    def sweep(k, x, b, forward):
+        A = matrices[k]
+        gauss_seidel(A.indptr, A.indices, A.data, diagonals[k], x, np.ascontiguousarray(b),
+                     forward)
 
     def cycle(k, b):
         if k == len(transfers):
             return coarse @ b
         A, (P, R) = matrices[k], transfers[k]
         x = np.zeros_like(b)
-        sweep(A, x, b, True)
+        sweep(k, x, b, True)
         x += P @ cycle(k + 1, R @ (b - A @ x))
-        sweep(A, x, b, False)
+        sweep(k, x, b, False)
         return x
 
     def solve(R):
