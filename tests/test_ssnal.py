@@ -544,6 +544,54 @@ def test_a_component_too_large_is_cut_along_its_weakest_edges(monkeypatch, limit
     assert np.bincount(masked_components(coef.size, edges, keep)[0]).max() < largest
 
 
+def _strong_edges_by_raising(n, edges, wts, coef, ratio, ratio_max, max_users):
+    """The definition of the strong edges: raise the ratio fourfold inside the components
+    (scipy's) that are too large, keep the other components' edges."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    def labels(mask):
+        adj = coo_matrix((np.ones(mask.sum()), tuple(edges[mask].T)), shape=(n, n))
+        return connected_components(adj, directed=False)[1]
+
+    c_min = np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
+    keep = wts >= ratio * c_min
+    while True:
+        comp = labels(keep)
+        big = (np.bincount(comp) > max_users)[comp]
+        if not big.any() or ratio >= ratio_max:
+            return keep, big
+        ratio *= 4.0
+        keep &= ~big[edges[:, 0]] | (wts >= ratio * c_min)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 40), st.floats(0.1, 0.9), st.integers(1, 30), st.integers(0, 3),
+       st.integers(0, 2**32 - 1))
+def test_the_strong_edges_in_one_pass_are_those_of_the_raised_ratios(n, density, max_users,
+                                                                       raises, seed):
+    """``strong_edges_by_level`` (one union–find from the top level down) keeps the edges
+    and marks the users that raising the ratio fourfold inside the components too large
+    does, for any graph, weights spread over the levels (some exactly at a threshold),
+    limit and number of raises."""
+    from convexfl.solvers._ssnal_kernels import strong_edges_by_level
+
+    rng = np.random.default_rng(seed)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)], dtype=np.int64)
+    edges = np.ascontiguousarray(pairs[rng.random(len(pairs)) < density].reshape(-1, 2))
+    coef = rng.choice([0.5, 1.0, 2.0], n)
+    c_min = np.minimum(coef[edges[:, 0]], coef[edges[:, 1]])
+    wts = c_min * 3.0 * 4.0 ** rng.uniform(-1.5, raises + 1.5, len(edges))
+    at = rng.random(len(edges)) < 0.2
+    wts[at] = c_min[at] * 3.0 * 4.0 ** rng.integers(0, raises + 1, at.sum())
+    ratio_max = 3.0 * 4.0**raises
+    keep, big = strong_edges_by_level(n, edges, wts, coef, 3.0, ratio_max, max_users)
+    want_keep, want_big = _strong_edges_by_raising(n, edges, wts, coef, 3.0, ratio_max,
+                                                   max_users)
+    np.testing.assert_array_equal(keep, want_keep)
+    np.testing.assert_array_equal(big, want_big)
+
+
 def test_the_share_of_users_in_a_component_has_a_floor(monkeypatch):
     """However small ``SPARSIFIED_COMPONENT_SHARE`` makes the limit, components of up to
     ``SPARSIFIED_MIN_COMPONENT`` users stay whole."""

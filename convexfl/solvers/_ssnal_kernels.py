@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._flow_kernels import _root
+
 
 @njit(inline="always")
 def _edge_arg(Y, X, sigma, cap, e, i, j, T, row, d):
@@ -203,3 +205,64 @@ def _diagonal_blocks_d(coef, edges, blocks, index, k, d):
             for a in range(d):
                 diag[index[u] * dd + a * d + a] += coef[u]
     return diag.reshape(k, d, d)
+
+
+@njit(cache=True)
+def strong_edges_by_level(n, edges, wts, coef, ratio, ratio_max, max_users):
+    """``(keep, big)`` of :meth:`~convexfl.solvers.ssnal._Precond.strong_edges` in one pass
+    of union–find. An edge's level is the number of fourfold raises of ``ratio`` (up to the
+    first at or above ``ratio_max``) at which ``w_e ≥ r · min(c_i, c_j)`` still holds (−1:
+    not even at ``ratio``); the edges at level ``ℓ`` or above form a graph ``G_ℓ`` whose
+    components refine those of ``G_{ℓ−1}``. Raising the ratio inside the components that
+    are too large (more than ``max_users``) and keeping the others keeps exactly the edges
+    whose component in ``G_level`` is small, and those at the top level; ``big`` marks the
+    users whose component in the top level's graph is too large. The edges are joined from
+    the top level down, each level's edges tested once all of its edges are in. kNN10
+    N = 5·10⁴, d = 3, λ = 3 (SSNAL's weights, same answers): 16–24 → 7–12 ms against a
+    ``masked_components`` pass per raise."""
+    top = 0
+    r = ratio
+    while r < ratio_max:
+        r *= 4.0
+        top += 1
+    m = edges.shape[0]
+    level = np.empty(m, np.int64)
+    counts = np.zeros(top + 2, np.int64)  # by level + 1
+    for e in range(m):
+        c = min(coef[edges[e, 0]], coef[edges[e, 1]])
+        lv = -1
+        r = ratio
+        while lv < top and wts[e] >= r * c:
+            lv += 1
+            r *= 4.0
+        level[e] = lv
+        counts[lv + 1] += 1
+    first = np.zeros(top + 2, np.int64)  # the edges by decreasing level
+    for b in range(top, -1, -1):
+        first[b] = first[b + 1] + counts[b + 1]
+    order = np.empty(m, np.int64)
+    fill = first.copy()
+    for e in range(m):
+        b = level[e] + 1
+        order[fill[b]] = e
+        fill[b] += 1
+    parent = np.arange(n)
+    size = np.ones(n, np.int64)
+    keep = np.zeros(m, np.bool_)
+    big = np.zeros(n, np.bool_)
+    for b in range(top + 1, 0, -1):  # level b − 1
+        at = order[first[b]:first[b] + counts[b]]
+        for e in at:
+            u = _root(parent, edges[e, 0])
+            v = _root(parent, edges[e, 1])
+            if u != v:
+                if size[u] < size[v]:
+                    u, v = v, u
+                parent[v] = u
+                size[u] += size[v]
+        if b == top + 1:
+            for u in range(n):
+                big[u] = size[_root(parent, u)] > max_users
+        for e in at:
+            keep[e] = b == top + 1 or size[_root(parent, edges[e, 0])] <= max_users
+    return keep, big

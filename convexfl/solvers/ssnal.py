@@ -73,6 +73,7 @@ from ._ssnal_kernels import (
     hess_vec,
     psi_grad,
     psi_value,
+    strong_edges_by_level,
 )
 from .admm import reduced_merges
 from .base import IncompatibleLossError
@@ -572,21 +573,12 @@ class _Precond:
         min(c_i, c_j)``, the loss curvatures at its ends, with ``r = STRONG_RATIO``; inside a
         component that is too large ``r`` is raised fourfold at a time up to
         ``STRONG_RATIO_MAX``, which cuts it along its weakest edges (a fused cluster's edges,
-        at weight σ, stay)."""
+        at weight σ, stay): :func:`strong_edges_by_level`."""
         start = time.perf_counter()
-        i, j = self.edges.T
-        c_min = np.minimum(self.coef[i], self.coef[j])
-        keep = wts >= STRONG_RATIO * c_min
-        ratio = STRONG_RATIO
         max_users = min(max(SPARSIFIED_COMPONENT_SHARE * self.n, SPARSIFIED_MIN_COMPONENT),
                         SPARSIFIED_MAX_COMPONENT, SPARSIFIED_MAX_UNKNOWNS // d)
-        while True:
-            comp = masked_components(self.n, self.edges, keep)[0]
-            big = (np.bincount(comp) > max_users)[comp]
-            if not big.any() or ratio >= STRONG_RATIO_MAX:
-                break
-            ratio *= 4.0
-            keep &= ~big[i] | (wts >= ratio * c_min)
+        keep, big = strong_edges_by_level(self.n, self.edges, wts, self.coef, STRONG_RATIO,
+                                          STRONG_RATIO_MAX, max_users)
         self.time += time.perf_counter() - start
         return keep, big
 
