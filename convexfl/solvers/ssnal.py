@@ -117,8 +117,8 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
         out (``max_newton``) before its subproblem's tolerance (:data:`SIGMA_MIN`).
     sigma_max : float
         Upper limit of σ. 10⁸ until 2026-12-06: kNN10 mixture N = 5·10⁴, λ = 2 (17513
-        clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); with
-        :data:`FAIL_GAIN` 0.5 it certified at σ ≈ 4.7·10⁹.
+        clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); with σ
+        raised after its failed checks (:data:`FAIL_RAISE`) it certified at σ ≈ 4.7·10⁹.
     max_newton : int
         Semismooth Newton steps per outer iteration.
     cg_max_iter : int
@@ -269,22 +269,16 @@ CG_CAP_LARGE_FROM = 20_000
 # n = 2·10⁴ path (its repairs' reduced SSNAL, tol 1e-9), 1 against 0.2: 16.6 / 17.8
 # against 17.5 / 17.9 s
 INNER_SHARE = 0.5
-# σ is raised when a candidate fails its certificate with the proxy below tol and the best
-# certified residual has not fallen below this share of the best at the check before (1 until
-# 2026-12-06: not improved at all). kNN10 mixture N = 5·10⁴, one process: λ = 2 (17513
-# clusters, its closest clusters 2.4 fusion tolerances apart) was not certified in 200 outer
-# iterations (88.7 s, KKT 2.1·10⁻⁵): from the 23rd on σ stayed at 5.8·10⁷, each check a
-# little better than the last, and the fused partition flickered between 17517 and 17540
-# clusters. With 0.5 and sigma_max 10¹⁰: certified at the 48th, 61.3 s, σ = 4.7·10⁹ (with
-# sigma_max 10⁸: not certified, 150 s). The same instance at λ = 3: the same 37 outer
-# iterations; λ = 1: 33 instead of 42, 24.8–27.2 s against 24.0–25.8 s; λ = 0.3: 33 instead
-# of 51, 15.5–16.2 s against 15.4 s; the make_moons paths (n = 5000, 2·10⁴) within the noise.
-# 0.1 against 0.5 (one process each): λ = 3 28 outer iterations instead of 37 (Newton 140
-# against 146, CG 3428 against 3671), 77.1 s against ~88 s; λ = 2 39 instead of 48, 55.2 s
-# against 61–65 s; λ = 1 30 instead of 33 (CG 669, 673); λ = 0.3 30 instead of 33 (CG 392,
-# 432); make_moons paths n = 5000 2.33–2.47 s against 2.31–3.19 s, n = 2·10⁴ 18.2–22.2 s
-# against 19.6–23.3 s
-FAIL_GAIN = 0.1
+# σ is raised when a candidate fails its certificate with the proxy below tol. Until
+# 2026-12-06 (twenty-first session) only when the best certified residual had not fallen
+# below FAIL_GAIN of the best at the check before (1, then 0.5, then 0.1: kNN10 mixture
+# N = 5·10⁴, λ = 2 was not certified in 200 outer iterations with 1, and with 0.1 against
+# 0.5 λ = 3 took 28 outer iterations instead of 37; docs/solvers.md, "The many-cluster
+# regime"). Raising it at every such failure (the same instance, one process each, Newton
+# steps and CG iterations): λ = 3 142 → 136 and 1967 → 1939 (certified at the 20th outer
+# iteration instead of the 22nd); λ = 2 the same 148 and 887; λ = 1 105 → 102 and 335 → 329;
+# λ = 0.3 78 → 84 and 176 → 190; the make_moons paths (n = 5000, 2·10⁴, run side by side)
+# 3.75 / 18.7 s against 3.84 / 19.2 s.
 # ...and then by this factor (not sigma_factor), the next subproblem starts from the failed
 # candidate (_clustered), and the next outer iteration's candidate is checked whatever its
 # residuals: these are below tol already, and what the candidate still lacks is the
@@ -829,8 +823,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
-            kkts = hist["certified_kkt"]
-            failed = proxy <= tol and len(kkts) > 1 and kkts[-1] >= FAIL_GAIN * kkts[-2]
+            failed = proxy <= tol
         if n >= COARSEN_MIN and run.coarsen(hist, outer, *candidate):
             converged, stage = True, "coarsening"
             break
@@ -838,13 +831,11 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
         # only worsens the Newton systems' conditioning (profiled: σ → 1e8 with 50 Newton
         # steps × ~2000 CG iterations per outer iteration at N = 1000) -- or when a candidate
-        # failed its certificate with the proxy already below tol and not much better than
-        # the best before it (FAIL_GAIN): the iterate is then near the answer but not near
-        # enough for its partition, and a larger σ converges faster (kNN10 mixture N = 1e4,
-        # λ = 1.7221 from the solution at 1.52: not certified in 200 outer iterations, 187 s,
-        # σ held at 4.5e3 with the proxy at 1e-10 -> certified; without the "no better"
-        # condition the make_moons n = 2e4 path lost ~2 s, 27.0 -> 29.2 s, in its repairs'
-        # reduced solves).
+        # failed its certificate with the proxy already below tol (FAIL_RAISE): the iterate is
+        # then near the answer but not near enough for its partition, and a larger σ
+        # converges faster (kNN10 mixture N = 1e4, λ = 1.7221 from the solution at 1.52: not
+        # certified in 200 outer iterations, 187 s, σ held at 4.5e3 with the proxy at 1e-10
+        # -> certified).
         # But σ is lowered when the subproblem's Newton steps ran out before its tolerance:
         # SIGMA_MIN above
         if n_newton >= max_newton and gnorm > inner_tol:
