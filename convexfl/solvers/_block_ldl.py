@@ -178,7 +178,7 @@ def block_solve(order, Lp, Li, Lx, Dinv, B):
     if d == 2:
         return _block_solve(order, Lp, Li, Lx, Dinv, B, 2)
     if d == 3:
-        return _block_solve(order, Lp, Li, Lx, Dinv, B, 3)
+        return _block_solve_3(order, Lp, Li, Lx, Dinv, B)
     return _block_solve(order, Lp, Li, Lx, Dinv, B, d)
 
 
@@ -217,6 +217,44 @@ def _block_solve(order, Lp, Li, Lx, Dinv, B, d):
     X = np.empty((k, d))
     for i in range(k):
         for a in range(d):
+            X[order[i], a] = Y[i, a]
+    return X
+
+
+@njit(inline="always")
+def _block_solve_3(order, Lp, Li, Lx, Dinv, B):
+    """:func:`_block_solve` for ``d = 3`` written out: the column's entries kept in locals,
+    which the compiler cannot do in the generic loops (a write to ``Y[r]`` might alias
+    ``Y[c]``). Captured λ = 3 factors of SSNAL at kNN10 N = 5·10⁴ (3·10⁴ users, 2.2·10⁵
+    blocks), one process: 2.75 → 2.3 ms a solve; the same arithmetic, the same results."""
+    k = order.size
+    Y = np.empty((k, 3))
+    for i in range(k):
+        for a in range(3):
+            Y[i, a] = B[order[i], a]
+    for c in range(k):  # L z = y, by columns
+        y0, y1, y2 = Y[c, 0], Y[c, 1], Y[c, 2]
+        for s in range(Lp[c], Lp[c + 1]):
+            r = Li[s]
+            Y[r, 0] -= Lx[s, 0, 0] * y0 + Lx[s, 0, 1] * y1 + Lx[s, 0, 2] * y2
+            Y[r, 1] -= Lx[s, 1, 0] * y0 + Lx[s, 1, 1] * y1 + Lx[s, 1, 2] * y2
+            Y[r, 2] -= Lx[s, 2, 0] * y0 + Lx[s, 2, 1] * y1 + Lx[s, 2, 2] * y2
+    for c in range(k):
+        y0, y1, y2 = Y[c, 0], Y[c, 1], Y[c, 2]
+        for a in range(3):
+            Y[c, a] = Dinv[c, a, 0] * y0 + Dinv[c, a, 1] * y1 + Dinv[c, a, 2] * y2
+    for c in range(k - 1, -1, -1):  # Lᵀ x = z
+        x0, x1, x2 = Y[c, 0], Y[c, 1], Y[c, 2]
+        for s in range(Lp[c], Lp[c + 1]):
+            r = Li[s]
+            z0, z1, z2 = Y[r, 0], Y[r, 1], Y[r, 2]
+            x0 -= Lx[s, 0, 0] * z0 + Lx[s, 1, 0] * z1 + Lx[s, 2, 0] * z2
+            x1 -= Lx[s, 0, 1] * z0 + Lx[s, 1, 1] * z1 + Lx[s, 2, 1] * z2
+            x2 -= Lx[s, 0, 2] * z0 + Lx[s, 1, 2] * z1 + Lx[s, 2, 2] * z2
+        Y[c, 0], Y[c, 1], Y[c, 2] = x0, x1, x2
+    X = np.empty((k, 3))
+    for i in range(k):
+        for a in range(3):
             X[order[i], a] = Y[i, a]
     return X
 

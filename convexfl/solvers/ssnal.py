@@ -772,7 +772,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
 
             def matvec(V):
                 hess_vec(coef, edges, wts, Q, V, HV)
-                return HV.copy()
+                return HV
 
             rtol = min(cg_cap, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10))
             step, cg_it = pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
