@@ -105,10 +105,8 @@ def _admm_run(n_steps, code, F, y, coef, ptr, ridge, offset, delta, edges, cap, 
                 b[k] = alpha * X[j, k] + (1.0 - alpha) * Zj[e, k] + Uj[e, k]
                 t = a[k] - b[k]
                 nrm += t * t
-            nrm = np.sqrt(nrm)
-            th = 0.5  # z_i = θ a + (1 − θ) b, z_j = (1 − θ) a + θ b
-            if rho * nrm > 2.0 * cap[e]:
-                th = 1.0 - cap[e] / (rho * nrm)
+            # z_i = θ a + (1 − θ) b, z_j = (1 − θ) a + θ b; θ = ½ exactly where ρ‖a − b‖ ≤ 2c
+            th = 1.0 - cap[e] / max(rho * np.sqrt(nrm), 2.0 * cap[e])
             fused[e] = th == 0.5
             for k in range(d):
                 zi = th * a[k] + (1.0 - th) * b[k]
