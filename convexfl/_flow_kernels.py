@@ -443,6 +443,57 @@ def _root(parent, i):
 
 
 @njit(cache=True)
+def laplacian_rows(n, edges, w, keep, shift, lower):
+    """The CSR arrays ``(indptr, indices, data)`` of ``L_w[keep][:, keep] + diag(shift)``
+    on the kept nodes, renumbered in increasing order: the weighted degrees (every edge
+    counts, also those to dropped nodes) plus ``shift`` on the diagonal, ``−w_e`` at the
+    edges between kept nodes; with ``lower``, the entries on and below the diagonal only.
+    Each row lists its entries in the order of ``edges``, the diagonal last."""
+    local = np.full(n, -1, np.int64)
+    size = 0
+    for u in range(n):
+        if keep[u]:
+            local[u] = size
+            size += 1
+    first = np.zeros(n)  # the degrees by the edges' first ends, then their second ends
+    second = np.zeros(n)  # (summed as numpy's bincount: the same rounding as before)
+    count = np.ones(size + 1, np.int64)  # the diagonal
+    for e in range(edges.shape[0]):
+        i, j = edges[e, 0], edges[e, 1]
+        first[i] += w[e]
+        second[j] += w[e]
+        a, b = local[i], local[j]
+        if a >= 0 and b >= 0:
+            if not lower or b <= a:
+                count[a] += 1
+            if not lower or a <= b:
+                count[b] += 1
+    indptr = np.zeros(size + 1, np.int64)
+    for r in range(size):
+        indptr[r + 1] = indptr[r] + count[r]
+    fill = indptr[:size].copy()
+    indices = np.empty(indptr[size], np.int64)
+    data = np.empty(indptr[size])
+    for e in range(edges.shape[0]):
+        a, b = local[edges[e, 0]], local[edges[e, 1]]
+        if a >= 0 and b >= 0:
+            if not lower or b <= a:
+                indices[fill[a]] = b
+                data[fill[a]] = -w[e]
+                fill[a] += 1
+            if not lower or a <= b:
+                indices[fill[b]] = a
+                data[fill[b]] = -w[e]
+                fill[b] += 1
+    for u in range(n):
+        r = local[u]
+        if r >= 0:
+            indices[fill[r]] = r
+            data[fill[r]] = (first[u] + second[u]) + shift[r]
+    return indptr, indices, data
+
+
+@njit(cache=True)
 def masked_components(n, edges, mask):
     """Connected components of the graph on ``n`` nodes with the edges where ``mask`` holds
     (union–find): labels ``0..K−1`` numbered by each component's smallest node (the order of

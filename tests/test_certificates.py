@@ -921,6 +921,12 @@ def test_grounded_laplacian_is_the_laplacian_restricted_to_the_kept_nodes():
     b = rng.standard_normal(int(keep.sum()))
     np.testing.assert_allclose(certificates.LDLFactor(U, upper=True).solve(b),
                                np.linalg.solve(L[np.ix_(keep, keep)], b), rtol=1e-9)
+    assert M.has_sorted_indices and U.has_sorted_indices
+    for kept in (keep, np.ones(n, bool)):  # with a diagonal shift; every node kept
+        shift = rng.random(int(kept.sum()))
+        S = certificates.grounded_laplacian(n, edges, w, kept, shift=shift)
+        np.testing.assert_allclose(S.toarray(), L[np.ix_(kept, kept)] + np.diag(shift),
+                                   rtol=0, atol=1e-14)
 
 
 @settings(max_examples=25, deadline=None)
