@@ -573,7 +573,9 @@ def test_the_strong_edges_in_one_pass_are_those_of_the_raised_ratios(n, density,
     """``strong_edges_by_level`` (one union–find from the top level down) keeps the edges
     and marks the users that raising the ratio fourfold inside the components too large
     does, for any graph, weights spread over the levels (some exactly at a threshold),
-    limit and number of raises."""
+    limit and number of raises. (That the raising cuts something, so that the two differ
+    from the plain threshold: ``test_a_component_too_large_is_cut_along_its_weakest_edges``;
+    the kernel with ``<`` for ``<=``, or one level fewer, fails here.)"""
     from convexfl.solvers._ssnal_kernels import strong_edges_by_level
 
     rng = np.random.default_rng(seed)
