@@ -457,7 +457,7 @@ def laplacian_rows(n, edges, w, keep, shift, lower):
             size += 1
     first = np.zeros(n)  # the degrees by the edges' first ends, then their second ends
     second = np.zeros(n)  # (summed as numpy's bincount: the same rounding as before)
-    count = np.ones(size + 1, np.int64)  # the diagonal
+    count = np.ones(size, np.int64)  # the diagonal, then each row's edges
     for e in range(edges.shape[0]):
         i, j = edges[e, 0], edges[e, 1]
         first[i] += w[e]
