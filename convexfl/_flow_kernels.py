@@ -807,6 +807,63 @@ def _gauss_seidel(indptr, indices, data, diag, X, B, forward, m):
 
 
 @njit(cache=True)
+def lower_ends(indptr, indices):
+    """For a CSR matrix with sorted indices, the end of each row's entries left of its
+    diagonal: row ``i``'s columns ``j < i`` are ``indices[indptr[i]:lower_end[i]]``."""
+    n = indptr.size - 1
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        q = indptr[i]
+        while q < indptr[i + 1] and indices[q] < i:
+            q += 1
+        out[i] = q
+    return out
+
+
+@njit(cache=True)
+def gauss_seidel_from_zero(indptr, indices, data, lower_end, diag, X, B, R):
+    """One forward Gauss–Seidel sweep on ``A X = B`` from ``X = 0`` (:func:`gauss_seidel`;
+    ``X`` is overwritten) and the residual ``R = B − A X`` after it, for a *symmetric*
+    ``A`` (CSR, sorted indices, ``lower_end`` from :func:`lower_ends`), reading only its
+    strict lower triangle, once: from zero the sweep needs ``x_i = (b_i − Σ_{j<i} a_ij
+    x_j)/a_ii`` alone, and then row ``i``'s residual is ``−Σ_{j>i} a_ij x_j``, which row
+    ``j`` adds as it passes (``a_ij = a_ji``) while its entries are in the cache. A V-cycle's
+    pre-smoothing and residual (:func:`~convexfl.certificates.vcycle`): a λ = 3 block of
+    SSNAL at kNN10 N = 5·10⁴ (2·10⁴ users, 2.6·10⁵ non-zeros, three columns) 1.44 ms for
+    the sweep and 1.27 ms for scipy's product → 1.21 ms, one process."""
+    m = X.shape[1]
+    if m == 2:
+        _gauss_seidel_from_zero(indptr, indices, data, lower_end, diag, X, B, R, 2)
+    elif m == 3:
+        _gauss_seidel_from_zero(indptr, indices, data, lower_end, diag, X, B, R, 3)
+    else:
+        _gauss_seidel_from_zero(indptr, indices, data, lower_end, diag, X, B, R, m)
+
+
+@njit(inline="always")
+def _gauss_seidel_from_zero(indptr, indices, data, lower_end, diag, X, B, R, m):
+    n = X.shape[0]
+    rsum = np.empty(m)
+    for i in range(n):
+        for c in range(m):
+            rsum[c] = B[i, c]
+        for q in range(indptr[i], lower_end[i]):
+            j = indices[q]
+            a = data[q]
+            for c in range(m):
+                rsum[c] -= a * X[j, c]
+        inv = 1.0 / diag[i] if diag[i] != 0.0 else 0.0
+        for c in range(m):
+            X[i, c] = rsum[c] * inv
+            R[i, c] = rsum[c] - diag[i] * X[i, c]
+        for q in range(indptr[i], lower_end[i]):
+            j = indices[q]
+            a = data[q]
+            for c in range(m):
+                R[j, c] -= a * X[i, c]
+
+
+@njit(cache=True)
 def flush_sq(V):
     """Zero the entries below 1e-150 in magnitude (their products are subnormal, ~100×
     slower on x86) and return ``‖V‖²`` of the flushed array."""

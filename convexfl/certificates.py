@@ -340,7 +340,10 @@ def vcycle(M, transfers=None):
     here for all columns level by level, without the residual norms pyamg's ``solve``
     computes before and after each cycle (two products with the finest matrix per column);
     the sweeps by :func:`~convexfl._flow_kernels.gauss_seidel`, all columns in one
-    pass over each level's matrix. Measured in docs/solvers.md (Newton systems at large N).
+    pass over each level's matrix, the pre-smoothing from zero and the residual after it
+    in one pass over its lower triangle (:func:`~convexfl._flow_kernels.gauss_seidel_from_zero`;
+    ``M`` symmetric, as are the Galerkin coarse matrices to rounding). Measured in
+    docs/solvers.md (Newton systems at large N).
     With ``transfers`` (the ``(P, R)`` of each level but the coarsest, from an earlier
     call's ``solve.transfers``) the hierarchy's set-up is skipped and only its coarse
     matrices are built, by the Galerkin products ``R A P`` that pyamg's set-up uses: a
@@ -349,7 +352,7 @@ def vcycle(M, transfers=None):
     ``transfers`` are the grid transfers it used."""
     import pyamg
 
-    from ._flow_kernels import gauss_seidel
+    from ._flow_kernels import gauss_seidel, gauss_seidel_from_zero, lower_ends
 
     if transfers is None:
         levels = pyamg.ruge_stuben_solver(M).levels
@@ -359,22 +362,21 @@ def vcycle(M, transfers=None):
         matrices = [sp.csr_matrix(M)]
         for P, R in transfers:
             matrices.append((R @ matrices[-1] @ P).tocsr())
+    for A in matrices:
+        A.sort_indices()
     coarse = np.linalg.pinv(matrices[-1].toarray())
     diagonals = [A.diagonal() for A in matrices]
-
-    def sweep(k, x, b, forward):
-        A = matrices[k]
-        gauss_seidel(A.indptr, A.indices, A.data, diagonals[k], x, np.ascontiguousarray(b),
-                     forward)
+    lower = [lower_ends(A.indptr, A.indices) for A in matrices[:-1]]
 
     def cycle(k, b):
         if k == len(transfers):
             return coarse @ b
-        A, (P, R) = matrices[k], transfers[k]
-        x = np.zeros_like(b)
-        sweep(k, x, b, True)
-        x += P @ cycle(k + 1, R @ (b - A @ x))
-        sweep(k, x, b, False)
+        A, (P, R), diag = matrices[k], transfers[k], diagonals[k]
+        b = np.ascontiguousarray(b)
+        x, r = np.empty_like(b), np.empty_like(b)
+        gauss_seidel_from_zero(A.indptr, A.indices, A.data, lower[k], diag, x, b, r)
+        x += P @ cycle(k + 1, R @ r)
+        gauss_seidel(A.indptr, A.indices, A.data, diag, x, b, False)
         return x
 
     def solve(R):

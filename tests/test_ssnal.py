@@ -444,6 +444,34 @@ def test_the_amg_v_cycle_is_pyamgs_on_every_column_and_symmetric(n):
         assert not np.allclose(control, expected[:, 0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("columns", [1, 2, 3, 4])
+def test_the_sweep_from_zero_and_its_residual_are_those_of_a_sweep_and_a_product(columns):
+    """``gauss_seidel_from_zero`` (the V-cycle's pre-smoothing, reading the lower triangle
+    once) gives the forward sweep of ``gauss_seidel`` from zero and the residual ``B − A X``
+    after it, to rounding, for any number of columns, a row with a zero diagonal included
+    (left at zero by both); the control: the residual before the sweep is not that."""
+    import scipy.sparse as sp
+
+    from convexfl._flow_kernels import gauss_seidel, gauss_seidel_from_zero, lower_ends
+
+    rng = np.random.default_rng(columns)
+    n = 300
+    A = sp.random(n, n, density=0.03, random_state=rng)
+    A = (A + A.T + sp.diags(rng.uniform(1.0, 3.0, n) * (np.arange(n) != 7))).tocsr()
+    A.sort_indices()
+    diag = A.diagonal()
+    B = rng.standard_normal((n, columns))
+    X, R = np.full((n, columns), np.nan), np.full((n, columns), np.nan)
+    gauss_seidel_from_zero(A.indptr, A.indices, A.data, lower_ends(A.indptr, A.indices),
+                           diag, X, B, R)
+    expected = np.zeros((n, columns))
+    gauss_seidel(A.indptr, A.indices, A.data, diag, expected, B, True)
+    np.testing.assert_allclose(X, expected, rtol=1e-12, atol=1e-14)
+    assert np.all(X[7] == 0.0)
+    np.testing.assert_allclose(R, B - A @ expected, rtol=1e-10, atol=1e-12 * np.abs(B).max())
+    assert not np.allclose(R, B, atol=1e-3)
+
+
 def _isotropic_knn(w, n=600):
     import scipy.sparse as sp
 
