@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 LARGE_ONLY = ["convexfl._flow_kernels.split_dual",
-              "convexfl.solvers._ssnal_kernels.hess_blocks",
+              "convexfl.solvers._ssnal_kernels.diagonal_blocks",
               "convexfl.solvers._block_ldl.block_factor"]
 
 PROBE = """

@@ -287,7 +287,7 @@ def test_the_sparsified_matrix_is_within_a_factor_two_of_the_hessian():
     coef, edges, cap, wts, Q, sigma, blocks = _newton_system(sigma=10.0)
     assert 0 < np.sum(wts >= STRONG_RATIO) < edges.shape[0]  # edges kept and dropped
     pre = _Precond(coef, edges, coef.size, "sparsified")
-    pre.factor_sparsified(blocks, wts, sigma)
+    pre.factor_sparsified(wts, Q, sigma)
     assert pre.n_sparsified == 1 and pre.n_mixed == 0
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 
@@ -307,18 +307,18 @@ def test_the_sparsified_pattern_is_kept_while_few_strong_edges_are_missing(monke
     first = wts.copy()
     first[strong[:2]] = 0.0  # two strong edges fewer at the first factorisation
     monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 2.0 / (strong.size - 2))
-    pre.factor_sparsified(blocks, first, sigma)
-    pre.factor_sparsified(blocks, wts, sigma)  # two edges missing from the pattern: kept
+    pre.factor_sparsified(first, Q, sigma)
+    pre.factor_sparsified(wts, Q, sigma)  # two edges missing from the pattern: kept
     assert pre.n_analysed == 1
     assert np.count_nonzero(pre.kept[0]) == strong.size - 2
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
     monkeypatch.setattr(ssnal, "REANALYSE_SHARE", 1.0 / (strong.size - 2))
-    pre.factor_sparsified(blocks, wts, sigma)  # past the share: the strong edges' own pattern
+    pre.factor_sparsified(wts, Q, sigma)  # past the share: the strong edges' own pattern
     assert pre.n_analysed == 2
     assert np.count_nonzero(pre.kept[0]) == strong.size
     pre.kept = (np.zeros_like(pre.kept[0]),
                 np.ones(coef.size, bool))  # as if all users had been "big", with no edge
-    pre.factor_sparsified(blocks, wts, sigma)  # big changed: the strong edges' own pattern again
+    pre.factor_sparsified(wts, Q, sigma)  # big changed: the strong edges' own pattern again
     assert not pre.kept[1].any() and np.count_nonzero(pre.kept[0]) == strong.size
     assert pre.n_analysed == 2  # ...which is the pattern analysed last
 
@@ -336,18 +336,18 @@ def test_a_block_factor_refused_for_its_pivots_falls_back_to_the_isotropic_matri
     n, d = coef.size, blocks.shape[1]
     factor = _block_ldl.BlockLDL.factor
 
-    def refused(self, diag, off):
+    def refused(self, diag, s, Q):
         raise _block_ldl.NotDefiniteError("M is not positive definite")
 
     monkeypatch.setattr(_block_ldl.BlockLDL, "factor", refused)
     pre = _Precond(coef, edges, n, "sparsified")
-    pre.factor_sparsified(blocks, wts, sigma)
+    pre.factor_sparsified(wts, Q, sigma)
     assert (pre.n_not_definite, pre.n_sparsified, pre.n_factor) == (1, 0, 1)
     R = np.random.default_rng(2).standard_normal((n, d))
     M = pre._isotropic(wts).toarray()
     np.testing.assert_allclose(M @ pre.solve(R), R, rtol=0, atol=1e-9)
     monkeypatch.setattr(_block_ldl.BlockLDL, "factor", factor)
-    pre.factor_sparsified(blocks, wts, sigma)
+    pre.factor_sparsified(wts, Q, sigma)
     assert (pre.n_not_definite, pre.n_sparsified, pre.n_factor) == (1, 1, 2)
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 
@@ -370,7 +370,13 @@ def test_the_sparsified_solve_inverts_the_matrix_as_defined(n, d, share, seed):
     coef = rng.uniform(0.5, 2.0, n)
     T = rng.standard_normal((m, d))
     T /= np.maximum(np.linalg.norm(T, axis=1, keepdims=True), 1e-12)
-    blocks = rng.uniform(0.0, 3.0, (m, 1, 1)) * (np.eye(d) - T[:, :, None] * T[:, None, :])
+    s = rng.uniform(0.0, 3.0, m)
+    Q = np.sqrt(s)[:, None, None] * T[:, :, None]  # B_e = s_e (I − T̂T̂ᵀ), as SSNAL's
+    s2 = rng.uniform(0.0, 2.0, (m, d))  # other values: diagonal blocks, Q_e of rank d
+    Q2 = np.sqrt(s2.max(axis=1)[:, None] - s2)[:, :, None] * np.eye(d)
+    s2 = s2.max(axis=1)
+    blocks = s[:, None, None] * np.eye(d) - Q @ Q.transpose(0, 2, 1)
+    other = s2[:, None, None] * np.eye(d) - Q2 @ Q2.transpose(0, 2, 1)
     keep = rng.random(m) < share
 
     def assembled(blocks):
@@ -383,29 +389,33 @@ def test_the_sparsified_solve_inverts_the_matrix_as_defined(n, d, share, seed):
 
     def inverts(solve, dense, users):
         rows = (np.flatnonzero(users)[:, None] * d + np.arange(d)).ravel()
-        B = rng.standard_normal((int(users.sum()), d))
-        np.testing.assert_allclose(dense[np.ix_(rows, rows)] @ solve(B).ravel(), B.ravel(),
-                                   rtol=0, atol=1e-9)
+        B = rng.standard_normal((n, d))
+        out = np.full((n, d), np.nan)
+        solve(B, out)
+        np.testing.assert_allclose(dense[np.ix_(rows, rows)] @ out[users].ravel(),
+                                   B[users].ravel(), rtol=0, atol=1e-9)
+        np.testing.assert_array_equal(solve(B), out[users])
+        assert np.all(np.isnan(out[~users]))
 
     everyone = np.ones(n, dtype=bool)
     pre = _Precond(coef, edges, n, "sparsified")
-    inverts(pre._sparsified(blocks, keep), assembled(blocks), everyone)
-    other = rng.uniform(0.0, 2.0, blocks.shape) * np.eye(d)  # the same edges kept
-    inverts(pre._sparsified(other, keep), assembled(other), everyone)
+    inverts(pre._sparsified(s, Q, keep), assembled(blocks), everyone)
+    inverts(pre._sparsified(s2, Q2, keep), assembled(other), everyone)  # the same edges kept
     if m:  # control: the first matrix's factor does not invert the second
         with pytest.raises(AssertionError):
-            inverts(pre._sparsified(blocks, keep), assembled(other), everyone)
+            inverts(pre._sparsified(s, Q, keep), assembled(other), everyone)
     assert pre.n_analysed == 1
     comp = masked_components(n, edges, keep)[0]
     users = comp == comp[rng.integers(n)]  # a component of the kept edges
-    inverts(pre._sparsified(blocks, keep, users=users), assembled(blocks), users)
+    inverts(pre._sparsified(s, Q, keep, users=users), assembled(blocks), users)
     assert pre.n_analysed == 1 + (not users.all())  # new users: a new analysis
     outside = np.flatnonzero(~users)
     if outside.size:  # one more kept edge, from the component to a user outside it
         leaving = np.r_[edges, [np.sort([np.flatnonzero(users)[0], outside[0]])]]
         with pytest.raises(ValueError, match="keep"):
             _Precond(coef, leaving, n, "sparsified")._sparsified(
-                np.r_[blocks, np.eye(d)[None]], np.r_[keep, True], users=users)
+                np.r_[s, 1.0], np.r_[Q, np.zeros((1, d, 1))], np.r_[keep, True],
+                users=users)
 
 
 @pytest.mark.parametrize("n", [5, 600])
@@ -650,7 +660,7 @@ def test_the_mixed_matrix_is_within_a_factor_two_of_the_hessian(monkeypatch):
     monkeypatch.setattr(ssnal, "SPARSIFIED_MAX_COMPONENT", largest - 1)
     monkeypatch.setattr(ssnal, "STRONG_RATIO_MAX", ssnal.STRONG_RATIO)
     pre = ssnal._Precond(coef, edges, coef.size, "sparsified")
-    pre.factor_sparsified(blocks, wts, sigma)
+    pre.factor_sparsified(wts, Q, sigma)
     assert pre.n_sparsified == pre.n_mixed == 1
     _in_zero_two(_preconditioned_spectrum(pre, coef, edges, wts, Q))
 

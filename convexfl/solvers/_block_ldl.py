@@ -2,10 +2,12 @@
 
 SSNAL's sparsified Hessians (:meth:`convexfl.solvers.ssnal._Precond.factor_sparsified`) are
 ``k × k`` arrays of ``d × d`` blocks: one diagonal block per user and one off-diagonal block
-``−B_e`` per kept edge. Factorised by blocks, ``M = P L D Lᵀ Pᵀ`` with ``L`` unit lower
-triangular by blocks, ``D`` block diagonal (``d × d`` symmetric positive definite pivots, no
-pivoting: those of a symmetric positive definite matrix are) and ``P`` an ordering of the
-users: an index per block instead of one per entry, and the ``d × d`` products unrolled.
+``−B_e`` per kept edge, given as ``B_e = s_e I − Q_e Q_eᵀ`` (``Q_e``: d × r; SSNAL's are of
+rank one, ``r = 1``, and any symmetric block can be written so). Factorised by blocks,
+``M = P L D Lᵀ Pᵀ`` with ``L`` unit lower triangular by blocks, ``D`` block diagonal
+(``d × d`` symmetric positive definite pivots, no pivoting: those of a symmetric positive
+definite matrix are) and ``P`` an ordering of the users: an index per block instead of one
+per entry, and the ``d × d`` products unrolled.
 
 The algorithm is QDLDL's (Stellato, Banjac, Goulart, Bemporad, Boyd; the OSQP project:
 elimination tree, then the up-looking factorisation, row by row) with every scalar a block:
@@ -67,21 +69,22 @@ def block_pattern(k, pairs, rows, back):
 
 
 @njit(cache=True)
-def block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv):
+def block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s, Q, Li, Lx, Dinv):
     """The numeric factorisation: ``diag`` (k, d, d) the diagonal blocks in the users' own
-    numbering, ``−off[Ae[p]]`` the off-diagonal block of entry ``p`` (symmetric). Fills
-    ``Li``, ``Lx`` (L's blocks by columns) and ``Dinv`` (the inverse pivots). Returns the
-    first row (in the new order) whose pivot is not positive definite, or −1."""
+    numbering, ``−(s_e I − Q_e Q_eᵀ)`` with ``e = Ae[p]`` the off-diagonal block of entry
+    ``p`` (``s`` (m,), ``Q`` (m, d, r)). Fills ``Li``, ``Lx`` (L's blocks by columns) and
+    ``Dinv`` (the inverse pivots). Returns the first row (in the new order) whose pivot is
+    not positive definite, or −1."""
     d = diag.shape[1]
     if d == 2:
-        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, 2)
+        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s, Q, Li, Lx, Dinv, 2)
     if d == 3:
-        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, 3)
-    return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d)
+        return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s, Q, Li, Lx, Dinv, 3)
+    return _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s, Q, Li, Lx, Dinv, d)
 
 
 @njit(inline="always")
-def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d):
+def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s_off, Q, Li, Lx, Dinv, d):
     k = Ap.size - 1
     Y = np.zeros((k, d, d))  # w = L⁻¹ M[:, row], by blocks
     used = np.zeros(k, np.bool_)
@@ -99,8 +102,12 @@ def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, off, Li, Lx, Dinv, d):
             i = Ai[p]
             e = Ae[p]
             for a in range(d):
+                Y[i, a, a] -= s_off[e]
                 for b in range(d):
-                    Y[i, a, b] -= off[e, a, b]
+                    acc = 0.0
+                    for t in range(Q.shape[2]):
+                        acc += Q[e, a, t] * Q[e, b, t]
+                    Y[i, a, b] += acc
             n_reach = tree_path(i, row, parent, used, stack, reach, n_reach)
         for q in range(n_reach - 1, -1, -1):
             c = reach[q]
@@ -171,24 +178,27 @@ def _inverse_spd(A, out, d):
 
 
 @njit(cache=True)
-def block_solve(order, Lp, Li, Lx, Dinv, B):
-    """``X = M⁻¹ B`` for ``B`` (k, d) in the users' own numbering, from the factors of
-    :func:`block_factor`."""
+def block_solve(source, target, Lp, Li, Lx, Dinv, B, X):
+    """``M⁻¹`` from the factors of :func:`block_factor`: the right-hand side's row of the
+    user ``i``-th in the factor's order is ``B[source[i]]``, and its solution is written
+    to ``X[target[i]]`` (the users' own numbering: both the order; or the rows of a
+    larger array)."""
     d = B.shape[1]
     if d == 2:
-        return _block_solve(order, Lp, Li, Lx, Dinv, B, 2)
-    if d == 3:
-        return _block_solve_3(order, Lp, Li, Lx, Dinv, B)
-    return _block_solve(order, Lp, Li, Lx, Dinv, B, d)
+        _block_solve(source, target, Lp, Li, Lx, Dinv, B, X, 2)
+    elif d == 3:
+        _block_solve_3(source, target, Lp, Li, Lx, Dinv, B, X)
+    else:
+        _block_solve(source, target, Lp, Li, Lx, Dinv, B, X, d)
 
 
 @njit(inline="always")
-def _block_solve(order, Lp, Li, Lx, Dinv, B, d):
-    k = order.size
+def _block_solve(source, target, Lp, Li, Lx, Dinv, B, X, d):
+    k = source.size
     Y = np.empty((k, d))
     for i in range(k):
         for a in range(d):
-            Y[i, a] = B[order[i], a]
+            Y[i, a] = B[source[i], a]
     for c in range(k):  # L z = y, by columns
         for s in range(Lp[c], Lp[c + 1]):
             r = Li[s]
@@ -214,24 +224,22 @@ def _block_solve(order, Lp, Li, Lx, Dinv, B, d):
                 for t in range(d):
                     acc += Lx[s, t, a] * Y[r, t]
                 Y[c, a] -= acc
-    X = np.empty((k, d))
     for i in range(k):
         for a in range(d):
-            X[order[i], a] = Y[i, a]
-    return X
+            X[target[i], a] = Y[i, a]
 
 
 @njit(inline="always")
-def _block_solve_3(order, Lp, Li, Lx, Dinv, B):
+def _block_solve_3(source, target, Lp, Li, Lx, Dinv, B, X):
     """:func:`_block_solve` for ``d = 3`` written out: the column's entries kept in locals,
     which the compiler cannot do in the generic loops (a write to ``Y[r]`` might alias
     ``Y[c]``). Captured λ = 3 factors of SSNAL at kNN10 N = 5·10⁴ (3·10⁴ users, 2.2·10⁵
     blocks), one process: 2.75 → 2.3 ms a solve; the same arithmetic, the same results."""
-    k = order.size
+    k = source.size
     Y = np.empty((k, 3))
     for i in range(k):
         for a in range(3):
-            Y[i, a] = B[order[i], a]
+            Y[i, a] = B[source[i], a]
     for c in range(k):  # L z = y, by columns
         y0, y1, y2 = Y[c, 0], Y[c, 1], Y[c, 2]
         for s in range(Lp[c], Lp[c + 1]):
@@ -252,44 +260,58 @@ def _block_solve_3(order, Lp, Li, Lx, Dinv, B):
             x1 -= Lx[s, 0, 1] * z0 + Lx[s, 1, 1] * z1 + Lx[s, 2, 1] * z2
             x2 -= Lx[s, 0, 2] * z0 + Lx[s, 1, 2] * z1 + Lx[s, 2, 2] * z2
         Y[c, 0], Y[c, 1], Y[c, 2] = x0, x1, x2
-    X = np.empty((k, 3))
     for i in range(k):
         for a in range(3):
-            X[order[i], a] = Y[i, a]
-    return X
+            X[target[i], a] = Y[i, a]
 
 
 class BlockLDL:
     """``M = P L D Lᵀ Pᵀ`` by ``d × d`` blocks for matrices on ``k`` users whose off-diagonal
-    blocks sit on the graph ``pairs`` (m, 2), that of pair ``p`` being ``−off[rows[p]]``
-    (``rows``: by default ``p``): the ordering, the pattern and the elimination tree are
-    computed once (:meth:`__init__`), each matrix's values by :meth:`factor`."""
+    blocks sit on the graph ``pairs`` (m, 2), that of pair ``p`` being ``−(s_e I − Q_e
+    Q_eᵀ)`` with ``e = rows[p]`` (``rows``: by default ``p``): the ordering, the pattern and
+    the elimination tree are computed once (:meth:`__init__`), each matrix's values by
+    :meth:`factor`. ``at``: the rows of the right-hand sides that hold the ``k`` users
+    (by default ``0, …, k − 1``)."""
 
-    def __init__(self, k, pairs, rows=None):
+    def __init__(self, k, pairs, rows=None, at=None):
         pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
         rows = np.arange(len(pairs)) if rows is None else np.asarray(rows, dtype=np.int64)
         self.k = k
         self.order = (user_ordering(k, pairs) if pairs.size else np.arange(k, dtype=np.int64))
+        self.at = (self.order if at is None
+                   else np.ascontiguousarray(np.asarray(at, dtype=np.int64)[self.order]))
         back = np.empty(k, np.int64)
         back[self.order] = np.arange(k)
         self.Ap, self.Ai, self.Ae = block_pattern(k, pairs, rows, back)
         self.parent, self.Lp = elimination_tree(self.Ap, self.Ai)
         self.nnz_blocks = int(self.Lp[-1])
 
-    def factor(self, diag, off):
-        """The solve ``B ↦ M⁻¹ B`` (``B`` (k, d)) of the matrix with the diagonal blocks
-        ``diag`` (k, d, d) and the off-diagonal blocks ``−off[rows]`` (symmetric ``d × d``
-        blocks). Raises :class:`NotDefiniteError` when ``M`` is not positive definite."""
+    def factor(self, diag, s, Q):
+        """The solve of the matrix with the diagonal blocks ``diag`` (k, d, d) and the
+        off-diagonal blocks ``−(s_e I − Q_e Q_eᵀ)`` (``s`` (m,), ``Q`` (m, d, r)):
+        ``solve(B)`` returns ``M⁻¹ B[at]`` (k, d); ``solve(B, out)`` writes it to
+        ``out[at]`` and returns ``out``. Raises :class:`NotDefiniteError` when ``M`` is not
+        positive definite."""
         d = diag.shape[1]
         Li = np.empty(self.nnz_blocks, np.int64)
         Lx = np.empty((self.nnz_blocks, d, d))
         Dinv = np.empty((self.k, d, d))
         bad = block_factor(self.order, self.Ap, self.Ai, self.Ae, self.parent, self.Lp,
                            np.ascontiguousarray(diag, dtype=float),
-                           np.ascontiguousarray(off, dtype=float), Li, Lx, Dinv)
+                           np.ascontiguousarray(s, dtype=float),
+                           np.ascontiguousarray(Q, dtype=float), Li, Lx, Dinv)
         if bad >= 0:
             raise NotDefiniteError(f"M is not positive definite: the pivot of user "
                                    f"{self.order[bad]} is not")
-        order, Lp = self.order, self.Lp
-        return lambda B: block_solve(order, Lp, Li, Lx, Dinv,
-                                     np.ascontiguousarray(B, dtype=float))
+        order, at, Lp = self.order, self.at, self.Lp
+
+        def solve(B, out=None):
+            B = np.ascontiguousarray(B, dtype=float)
+            if out is None:
+                out = np.empty((order.size, B.shape[1]))
+                block_solve(at, order, Lp, Li, Lx, Dinv, B, out)
+            else:
+                block_solve(at, at, Lp, Li, Lx, Dinv, B, out)
+            return out
+
+        return solve

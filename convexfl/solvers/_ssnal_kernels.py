@@ -171,40 +171,48 @@ def hess_blocks(s, Q, out):
 
 
 @njit(cache=True)
-def diagonal_blocks(coef, edges, blocks, index, k):
-    """The ``d × d`` diagonal blocks ``c_u I + Σ_{e ∋ u} B_e`` of the users with
-    ``index ≥ 0`` (renumbered ``index``, ``k`` of them)."""
-    d = blocks.shape[1]
+def diagonal_blocks(coef, edges, s, Q, index, k):
+    """The ``d × d`` diagonal blocks ``c_u I + Σ_{e ∋ u} (s_e I − Q_e Q_eᵀ)`` (``Q`` (m, d,
+    r)) of the users with ``index ≥ 0`` (renumbered ``index``, ``k`` of them)."""
+    d = Q.shape[1]
     if d == 2:
-        return _diagonal_blocks_d(coef, edges, blocks, index, k, 2)
+        return _diagonal_blocks_d(coef, edges, s, Q, index, k, 2)
     if d == 3:
-        return _diagonal_blocks_d(coef, edges, blocks, index, k, 3)
-    return _diagonal_blocks_d(coef, edges, blocks, index, k, d)
+        return _diagonal_blocks_d(coef, edges, s, Q, index, k, 3)
+    return _diagonal_blocks_d(coef, edges, s, Q, index, k, d)
 
 
 @njit(inline="always")
-def _diagonal_blocks_d(coef, edges, blocks, index, k, d):
+def _diagonal_blocks_d(coef, edges, s, Q, index, k, d):
     """:func:`diagonal_blocks` with ``d`` a constant where the caller passes one (kNN10
-    N = 5·10⁴, d = 3, a λ = 3 system of SSNAL, one process: 26–50 → 10–11 ms; it is part
-    of every "sparsified" set-up, 110–150 per solve there)."""
+    N = 5·10⁴, d = 3, a λ = 3 system of SSNAL, one process: 26–50 → 10–11 ms from
+    materialised blocks; it is part of every "sparsified" set-up, 110–150 per solve
+    there)."""
     n = coef.shape[0]
-    dd = d * d
-    flat = blocks.reshape(-1)
-    diag = np.zeros(k * dd)
-    for e in range(blocks.shape[0]):
+    diag = np.zeros((k, d, d))
+    block = np.empty((d, d))
+    for e in range(s.shape[0]):
         iu = index[edges[e, 0]]
         ju = index[edges[e, 1]]
-        if iu >= 0:
-            for a in range(dd):
-                diag[iu * dd + a] += flat[e * dd + a]
-        if ju >= 0:
-            for a in range(dd):
-                diag[ju * dd + a] += flat[e * dd + a]
+        if iu < 0 and ju < 0:
+            continue
+        for a in range(d):
+            for b in range(d):
+                acc = 0.0
+                for t in range(Q.shape[2]):
+                    acc += Q[e, a, t] * Q[e, b, t]
+                block[a, b] = (s[e] if a == b else 0.0) - acc
+        for a in range(d):
+            for b in range(d):
+                if iu >= 0:
+                    diag[iu, a, b] += block[a, b]
+                if ju >= 0:
+                    diag[ju, a, b] += block[a, b]
     for u in range(n):
         if index[u] >= 0:
             for a in range(d):
-                diag[index[u] * dd + a * d + a] += coef[u]
-    return diag.reshape(k, d, d)
+                diag[index[u], a, a] += coef[u]
+    return diag
 
 
 @njit(cache=True)

@@ -479,15 +479,18 @@ class _Precond:
         return (np.concatenate([node + a, ia, ja], axis=None),
                 np.concatenate([node + b, jb, ib], axis=None))
 
-    def _sparsified(self, blocks, keep, users=None):
-        """The solve ``R ↦ M⁻¹ R`` (``R``: the rows of ``users``, a mask; all by default)
-        of the Hessian on ``users`` without the off-diagonal blocks ``−B_e`` of the edges
-        outside ``keep``, every diagonal block kept: ``M`` is SPD and ``H ⪯ 2M`` (a dropped
-        edge's ``[[B, −B], [−B, B]] ⪯ 2 diag(B, B)``), so the eigenvalues of ``M⁻¹H`` lie in
-        (0, 2), the nearer 1 the smaller the dropped blocks are next to the diagonal. No kept
-        edge may join a user of ``users`` to one outside. Factorised by ``d × d`` blocks
-        (:class:`~convexfl.solvers._block_ldl.BlockLDL`), whose ordering and elimination
-        tree are kept while ``keep`` and ``users`` do not change.
+    def _sparsified(self, s, Q, keep, users=None):
+        """The solve of the Hessian on ``users`` (a mask; all by default) without the
+        off-diagonal blocks ``−B_e`` of the edges outside ``keep``, every diagonal block
+        kept, the edge blocks ``B_e = s_e I − Q_e Q_eᵀ`` (``Q`` (m, d, r); SSNAL's
+        :func:`hess_terms` have ``r = 1``): ``solve(R)`` returns ``M⁻¹`` of the rows of
+        ``users`` in ``R`` (n, d), ``solve(R, out)`` writes it to those rows of ``out``.
+        ``M`` is SPD and ``H ⪯ 2M`` (a dropped edge's ``[[B, −B], [−B, B]] ⪯ 2 diag(B,
+        B)``), so the eigenvalues of ``M⁻¹H`` lie in (0, 2), the nearer 1 the smaller the
+        dropped blocks are next to the diagonal. No kept edge may join a user of ``users``
+        to one outside. Factorised by ``d × d`` blocks
+        (:class:`~convexfl.solvers._block_ldl.BlockLDL`) straight from ``(s, Q)``, whose
+        ordering and elimination tree are kept while ``keep`` and ``users`` do not change.
 
         Measured on two of SSNAL's sparsified Hessians at kNN10 N = 5·10⁴, d = 3, λ = 3
         (one process), against qdldl's scalar ``L D Lᵀ`` of the same matrix (until
@@ -505,16 +508,18 @@ class _Precond:
                                  "outside")
             index = np.where(users, np.cumsum(users) - 1, -1)
             kept = np.flatnonzero(keep & users[i])
-            ldl = BlockLDL(int(users.sum()), index[self.edges[kept]], kept)
+            ldl = BlockLDL(int(users.sum()), index[self.edges[kept]], kept,
+                           at=np.flatnonzero(users))
             self.analysed = last = (keep.copy(), users.copy(), index, kept, ldl)
             self.n_analysed += 1
         index, ldl = last[2], last[4]
-        blocks = np.ascontiguousarray(blocks)
-        return ldl.factor(diagonal_blocks(self.coef, self.edges, blocks, index, ldl.k), blocks)
+        s, Q = np.ascontiguousarray(s), np.ascontiguousarray(Q)
+        return ldl.factor(diagonal_blocks(self.coef, self.edges, s, Q, index, ldl.k), s, Q)
 
-    def factor_sparsified(self, blocks, wts, sigma):
-        """``"sparsified"``: the factor of the Hessian with the off-diagonal blocks of its weak
-        edges dropped (:meth:`_sparsified`; the edges: :meth:`strong_edges`).
+    def factor_sparsified(self, wts, Q, sigma):
+        """``"sparsified"``: the factor of the Hessian (its edge terms ``σJ_e = s_e I −
+        Q_e Q_eᵀ``, ``wts`` the ``s_e``: :func:`hess_terms`) with the off-diagonal blocks
+        of its weak edges dropped (:meth:`_sparsified`; the edges: :meth:`strong_edges`).
         Users whose kept edges still join too many users (:meth:`strong_edges`) get
         the isotropic ``C + σ L_w`` instead (:meth:`_factor_mixed`; all users: :meth:`factor`).
         :attr:`n_sparsified` counts the factorisations with a sparsified Hessian, :attr:`n_mixed`
@@ -522,18 +527,19 @@ class _Precond:
         block factor not positive definite (``M`` is SPD in exact arithmetic), the
         isotropic ``C + σ L_w`` of all users is used instead, counted in
         :attr:`n_not_definite`."""
-        keep, big = self.strong_edges(wts, blocks.shape[1])
+        keep, big = self.strong_edges(wts, Q.shape[1])
         keep = self._kept_pattern(keep, big)
         if big.all():
             self.factor(wts, sigma)
             return
+        Q = Q[:, :, None]
         try:
             if big.any():
-                self._factor_mixed(blocks, wts, keep, big, sigma)
+                self._factor_mixed(wts, Q, keep, big, sigma)
                 self.n_mixed += 1
             else:
                 start = time.perf_counter()
-                self.solve = self._sparsified(blocks, keep)
+                self.solve = self._sparsified(wts, Q, keep)
                 self.n_factor += 1
                 self.time += time.perf_counter() - start
         except NotDefiniteError:
@@ -576,24 +582,21 @@ class _Precond:
         self.time += time.perf_counter() - start
         return keep, big
 
-    def _factor_mixed(self, blocks, wts, keep, big, sigma):
+    def _factor_mixed(self, wts, Q, keep, big, sigma):
         """The block-diagonal ``M`` with, on the users outside the large components
         (``~big``), the sparsified Hessian's block (exact ``L D Lᵀ``) and, on those inside, the
         isotropic ``C + L_w`` restricted to them (AMG from :data:`AMG_MIN` users, else LU):
         no kept edge joins the two sets, and both blocks are SPD. ``H ⪯ 2M`` still holds
         with an exact solve of the isotropic block (``B_e ⪯ w_e I``)."""
         start = time.perf_counter()
-        small = ~big
-        ldl = self._sparsified(blocks, keep, users=small)
+        ldl = self._sparsified(wts, Q, keep, users=~big)
         self.n_factor += 1
         M = self._isotropic(wts, big)
         iso = repeated_solves(factor_spd(M)) if big.sum() < AMG_MIN else self._amg(M, big, sigma)
-
-        at_small, at_big = np.flatnonzero(small), np.flatnonzero(big)
+        at_big = np.flatnonzero(big)
 
         def solve(R):  # rows by index (boolean masks: 3.3 → 0.35 ms at 5·10⁴ users, d = 3)
-            out = np.empty_like(R)
-            put_rows(out, at_small, ldl(R.take(at_small, axis=0)))
+            out = ldl(R, np.empty_like(R))
             put_rows(out, at_big, iso(R.take(at_big, axis=0)))
             return out
 
@@ -728,7 +731,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     pre = _Precond(coef, edges, n, newton_solver_for(n, m, d, newton_solver))
     wts = np.empty(m)  # the Hessian's edge terms (hess_terms): weights of C + σ L_w
     Q = np.empty((m, d))
-    blocks = np.empty((m, d, d) if pre.kind in ("hessian", "sparsified") else (0, d, d))
+    blocks = np.empty((m, d, d) if pre.kind == "hessian" else (0, d, d))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
             "certify_at": [], "certified_kkt": []}
@@ -764,8 +767,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                     hess_blocks(wts, Q, blocks)
                     pre.factor_hessian(blocks)
                 elif pre.kind == "sparsified":
-                    hess_blocks(wts, Q, blocks)
-                    pre.factor_sparsified(blocks, wts, sigma)
+                    pre.factor_sparsified(wts, Q, sigma)
                 else:
                     pre.factor(wts, sigma)
                 pre_sigma = sigma
