@@ -17,7 +17,8 @@ leaving a strongly convex, once-differentiable function of ``X``,
 
 solved by a semismooth Newton method (generalised Hessian ``C + σ DᵀJD``, preconditioned
 conjugate gradients to ``‖r‖ ≤ min(η̄, ‖∇ψ‖^τ) ‖∇ψ‖`` (normalised, τ = :data:`CG_TAU`, η̄ =
-:data:`CG_CAP` or, on large problems, :data:`CG_CAP_LARGE`),
+:data:`CG_CAP` or, on large problems, :data:`CG_CAP_LARGE`), or to ``‖r‖ ≤`` the
+subproblem's tolerance where that is looser (:data:`CG_TOL_SHARE`),
 the preconditioner reused while it stays effective; Armijo line search on ψ), each
 subproblem to :data:`INNER_SHARE` of the last primal residual. The preconditioner
 (``newton_solver``, :func:`newton_solver_for`) is a dense Cholesky factor on small or dense
@@ -246,6 +247,14 @@ SIGMA_MIN = 1e-4
 # N = 2·10⁴, 10⁴ and 5000 (λ = 0.3, 1, 1.5): CG 6–19 % fewer, Newton within ±3, the same
 # answers; the make_moons paths within the noise (docs/solvers.md, eighteenth session)
 CG_TAU = 0.25
+# ...but no further than ‖r‖ ≤ this times the subproblem's own tolerance on ‖∇ψ‖ (the linear
+# model's gradient after the step is r): a CG that was to reach g^τ below it only over-solved
+# the last system of the subproblem (2026-12-06, kNN10 mixtures d = 3, one process per row,
+# the share 0 against 1, Newton steps / CG iterations, the same answers): N = 5·10⁴, λ = 3:
+# 137 / 1928 → 139 / 1685 (0.5: 141 / 1723; 2: 149 / 1609); λ = 2: 148 / 887 → 145 / 750;
+# λ = 1: 102 / 329 → 102 / 310; λ = 0.3: 84 / 190 → 83 / 163; N = 2·10⁴, λ = 1 and 0.3:
+# CG 244 → 234, 112 → 99; N ≤ 10⁴ (η̄ = 10⁻² binds): unchanged
+CG_TOL_SHARE = 1.0
 # η̄ = 10⁻¹ instead of 10⁻² on large problems, where a CG iteration costs more against a
 # Newton step's factorisation (2026-12-06, one process per instance, 10⁻² against 10⁻¹; the
 # counts are deterministic): N = 5·10⁴, λ = 3: CG 3082 → 2161, Newton 142 → 159, 106.3 →
@@ -776,7 +785,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
                 hess_vec(coef, edges, wts, Q, V, HV)
                 return HV
 
-            rtol = min(cg_cap, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10))
+            rtol = min(cg_cap, max(normalised(gnorm, gf_norm) ** CG_TAU, 1e-10,
+                                   CG_TOL_SHARE * inner_tol / gnorm))
             step, cg_it = pcg(matvec, -G, pre.solve, rtol, cg_max_iter)
             pre.last_cg = cg_it
             cg_here += cg_it
