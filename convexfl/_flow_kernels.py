@@ -807,6 +807,56 @@ def _gauss_seidel(indptr, indices, data, diag, X, B, forward, m):
 
 
 @njit(cache=True)
+def product_pattern(n_cols, Ap, Aj, Bp, Bj):
+    """The pattern of the sparse product ``A B`` (CSR, ``n_cols`` columns): ``(Cp, Cj)``,
+    each row's columns sorted, every structural entry kept (scipy's product drops the sums
+    that come out exactly zero, so its pattern depends on the values)."""
+    n_rows = Ap.size - 1
+    mark = np.full(n_cols, -1, np.int64)
+    Cp = np.zeros(n_rows + 1, np.int32)
+    for i in range(n_rows):
+        count = 0
+        for p in range(Ap[i], Ap[i + 1]):
+            k = Aj[p]
+            for q in range(Bp[k], Bp[k + 1]):
+                if mark[Bj[q]] != i:
+                    mark[Bj[q]] = i
+                    count += 1
+        Cp[i + 1] = Cp[i] + count
+    Cj = np.empty(Cp[n_rows], np.int32)
+    mark[:] = -1
+    for i in range(n_rows):
+        t = Cp[i]
+        for p in range(Ap[i], Ap[i + 1]):
+            k = Aj[p]
+            for q in range(Bp[k], Bp[k + 1]):
+                if mark[Bj[q]] != i:
+                    mark[Bj[q]] = i
+                    Cj[t] = Bj[q]
+                    t += 1
+        Cj[Cp[i]:Cp[i + 1]].sort()
+    return Cp, Cj
+
+
+@njit(cache=True)
+def product_values(n_cols, Ap, Aj, Ax, Bp, Bj, Bx, Cp, Cj):
+    """The values of ``A B`` on its pattern ``(Cp, Cj)`` from :func:`product_pattern`
+    (Gustavson's row-by-row product, a dense row of ``n_cols`` as the accumulator)."""
+    w = np.zeros(n_cols)
+    Cx = np.empty(Cj.size)
+    for i in range(Cp.size - 1):
+        for p in range(Ap[i], Ap[i + 1]):
+            a = Ax[p]
+            k = Aj[p]
+            for q in range(Bp[k], Bp[k + 1]):
+                w[Bj[q]] += a * Bx[q]
+        for t in range(Cp[i], Cp[i + 1]):
+            Cx[t] = w[Cj[t]]
+            w[Cj[t]] = 0.0
+    return Cx
+
+
+@njit(cache=True)
 def lower_ends(indptr, indices):
     """For a CSR matrix with sorted indices, the end of each row's entries left of its
     diagonal: row ``i``'s columns ``j < i`` are ``indices[indptr[i]:lower_end[i]]``."""

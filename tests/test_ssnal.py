@@ -482,6 +482,40 @@ def test_the_sweep_from_zero_and_its_residual_are_those_of_a_sweep_and_a_product
     assert not np.allclose(R, B, atol=1e-3)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 40), st.floats(0.0, 0.5),
+       st.integers(0, 2**32 - 1))
+def test_the_sparse_product_is_scipys_on_a_pattern_fixed_by_the_structure(n, k, m, density,
+                                                                          seed):
+    """``product_pattern`` and ``product_values`` give ``A B`` as scipy does, each row's
+    columns sorted; the pattern holds every structural entry, so a sum that cancels to
+    zero keeps its place (scipy drops it) and the pattern serves other values."""
+    import scipy.sparse as sp
+
+    from convexfl._flow_kernels import product_pattern, product_values
+
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, k, density=density, format="csr", random_state=rng)
+    B = sp.random(k, m, density=density, format="csr", random_state=rng)
+    Cp, Cj = product_pattern(m, A.indptr, A.indices, B.indptr, B.indices)
+    structure = (abs(A).sign() @ abs(B).sign()).tocsr()
+    structure.sort_indices()
+    np.testing.assert_array_equal(Cp, structure.indptr)
+    np.testing.assert_array_equal(Cj, structure.indices)
+    for signs in (np.ones(B.nnz), rng.choice([-1.0, 1.0], B.nnz)):
+        B2 = sp.csr_matrix((B.data * signs, B.indices, B.indptr), shape=B.shape)
+        C = sp.csr_matrix((product_values(m, A.indptr, A.indices, A.data, B2.indptr,
+                                          B2.indices, B2.data, Cp, Cj), Cj, Cp),
+                          shape=(n, m))
+        np.testing.assert_allclose(C.toarray(), (A @ B2).toarray(), rtol=1e-12, atol=1e-15)
+    one = sp.csr_matrix(np.array([[1.0, 1.0]]))
+    cancel = sp.csr_matrix(np.array([[1.0], [-1.0]]))
+    Cp, Cj = product_pattern(1, one.indptr, one.indices, cancel.indptr, cancel.indices)
+    assert list(Cj) == [0] and (one @ cancel).nnz == 0
+    assert product_values(1, one.indptr, one.indices, one.data, cancel.indptr,
+                          cancel.indices, cancel.data, Cp, Cj)[0] == 0.0
+
+
 def _isotropic_knn(w, n=600):
     import scipy.sparse as sp
 
