@@ -20,7 +20,8 @@ conjugate gradients to ``‖r‖ ≤ min(η̄, ‖∇ψ‖^τ) ‖∇ψ‖`` (no
 :data:`CG_CAP` or, on large problems, :data:`CG_CAP_LARGE`), or to ``‖r‖ ≤`` the
 subproblem's tolerance where that is looser (:data:`CG_TOL_SHARE`),
 the preconditioner reused while it stays effective; Armijo line search on ψ), each
-subproblem to :data:`INNER_SHARE` of the last primal residual. The preconditioner
+subproblem to :data:`INNER_SHARE` of the last primal residual
+(:data:`INNER_SHARE_RAN_OUT` once a subproblem ran out of Newton steps). The preconditioner
 (``newton_solver``, :func:`newton_solver_for`) is a dense Cholesky factor on small or dense
 graphs; the sparse LU of the Hessian itself in d ≤ 2 up to 2·10⁴ users; elsewhere the
 ``L D Lᵀ`` of the Hessian with its weak edges dropped (``"sparsified"``, qdldl), or, where
@@ -276,8 +277,18 @@ CG_CAP_LARGE_FROM = 20_000
 # cut to one Newton step (max_newton=1, test_sigma_is_lowered_when_newton_runs_out) drove σ
 # down to 0.2 and did not certify in 200 outer iterations (0.3–0.7: 67–73). make_moons
 # n = 2·10⁴ path (its repairs' reduced SSNAL, tol 1e-9), 1 against 0.2: 16.6 / 17.8
-# against 17.5 / 17.9 s
-INNER_SHARE = 0.5
+# against 17.5 / 17.9 s. 0.5 until 2026-12-06 (twenty-second session); 2 since, with the CG
+# rule of CG_TOL_SHARE (kNN10 mixtures d = 3, one process per row, 0.5 against 2, Newton
+# steps / CG iterations, the same answers): N = 5·10⁴, λ = 3: 136 / 1759 → 129 / 1449
+# (1: 134 / 1691; 4: 130 / 1386); λ = 2: 145 / 750 → 130 / 636; λ = 1: 102 / 310 →
+# 110 / 285; λ = 0.3: 83 / 163 → 78 / 155; N = 2·10⁴, λ = 1 and 0.3: 81 / 234 → 71 / 183,
+# 56 / 99 → 54 / 95; N = 10⁴: 77 / 412 → 72 / 355, 67 / 195 → 63 / 184; N = 5000, λ = 1.5
+# and 0.3: 77 / 703 → 74 / 642, 50 / 152 → 48 / 129. The instance of max_newton=1 above
+# still needs the tight share (0.9 certifies it, 1 and 2 stall at KKT 5·10⁻²): once a
+# subproblem's Newton steps run out, the share is INNER_SHARE_RAN_OUT for the rest of the
+# solve
+INNER_SHARE = 2.0
+INNER_SHARE_RAN_OUT = 0.5
 # σ is raised when a candidate fails its certificate with the proxy below tol. Until
 # 2026-12-06 (twenty-first session) only when the best certified residual had not fallen
 # below FAIL_GAIN of the best at the check before (1, then 0.5, then 0.1: kNN10 mixture
@@ -746,6 +757,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
             "certify_at": [], "certified_kkt": []}
     eta_p_prev = np.inf
     eps_inner = np.inf
+    share = INNER_SHARE
     trigger = max(1e-2, tol)
     lowest, lowest_at, certified_at = np.inf, 0, 0
     converged = False
@@ -839,7 +851,10 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         if n >= COARSEN_MIN and run.coarsen(hist, outer, *candidate):
             converged, stage = True, "coarsening"
             break
-        eps_inner = max(0.05 * tol_abs, INNER_SHARE * eta_p)
+        ran_out = n_newton >= max_newton and gnorm > inner_tol
+        if ran_out:
+            share = INNER_SHARE_RAN_OUT
+        eps_inner = max(0.05 * tol_abs, share * eta_p)
         # raise σ only while the primal residual matters: once it is far below tol, a larger σ
         # only worsens the Newton systems' conditioning (profiled: σ → 1e8 with 50 Newton
         # steps × ~2000 CG iterations per outer iteration at N = 1000) -- or when a candidate
@@ -850,8 +865,8 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         # -> certified).
         # But σ is lowered when the subproblem's Newton steps ran out before its tolerance:
         # SIGMA_MIN above
-        if n_newton >= max_newton and gnorm > inner_tol:
-            sigma = max(sigma / sigma_factor, SIGMA_MIN)  # Newton ran out: a smoother ψ
+        if ran_out:
+            sigma = max(sigma / sigma_factor, SIGMA_MIN)  # a smoother ψ
         elif failed:
             sigma = min(sigma * FAIL_RAISE, sigma_max)
             X = _clustered(X, n, edges, fused)
