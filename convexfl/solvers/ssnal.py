@@ -24,7 +24,7 @@ subproblem to :data:`INNER_SHARE` of the last primal residual
 (:data:`INNER_SHARE_RAN_OUT` once a subproblem ran out of Newton steps). The preconditioner
 (``newton_solver``, :func:`newton_solver_for`) is a dense Cholesky factor on small or dense
 graphs; the sparse LU of the Hessian itself in d ≤ 2 up to 2·10⁴ users; elsewhere the
-``L D Lᵀ`` of the Hessian with its weak edges dropped (``"sparsified"``, qdldl), or, where
+``L D Lᵀ`` of the Hessian with its weak edges dropped (``"sparsified"``, by blocks), or, where
 its strong edges join too many users, the isotropic ``C + σ L_w`` by exact LU below 10⁴
 users and one algebraic-multigrid V-cycle (pyamg, Ruge–Stüben) above. From
 :data:`RENUMBER_MIN` users the iterations run in a numbering of users and edges that keeps
