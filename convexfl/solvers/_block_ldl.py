@@ -68,6 +68,16 @@ def block_pattern(k, pairs, rows, back):
     return Ap, Ai, Ae
 
 
+@njit(inline="always")
+def edge_block(s, Q, e, a, b):
+    """Entry ``(a, b)`` of the edge block ``s_e I − Q_e Q_eᵀ`` (``s`` (m,), ``Q`` (m, d,
+    r))."""
+    acc = 0.0
+    for t in range(Q.shape[2]):
+        acc += Q[e, a, t] * Q[e, b, t]
+    return (s[e] if a == b else 0.0) - acc
+
+
 @njit(cache=True)
 def block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s, Q, Li, Lx, Dinv):
     """The numeric factorisation: ``diag`` (k, d, d) the diagonal blocks in the users' own
@@ -102,12 +112,8 @@ def _block_factor(order, Ap, Ai, Ae, parent, Lp, diag, s_off, Q, Li, Lx, Dinv, d
             i = Ai[p]
             e = Ae[p]
             for a in range(d):
-                Y[i, a, a] -= s_off[e]
                 for b in range(d):
-                    acc = 0.0
-                    for t in range(Q.shape[2]):
-                        acc += Q[e, a, t] * Q[e, b, t]
-                    Y[i, a, b] += acc
+                    Y[i, a, b] -= edge_block(s_off, Q, e, a, b)
             n_reach = tree_path(i, row, parent, used, stack, reach, n_reach)
         for q in range(n_reach - 1, -1, -1):
             c = reach[q]

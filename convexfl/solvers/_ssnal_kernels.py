@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from .._flow_kernels import _root
+from ._block_ldl import edge_block
 
 
 @njit(inline="always")
@@ -163,11 +164,12 @@ def _hess_vec(coef, edges, s, Q, V, out, d):
 def hess_blocks(s, Q, out):
     """The ``d × d`` edge blocks ``σ J_e = s_e I − Q_e Q_eᵀ`` of the generalised Hessian
     (:func:`hess_terms`) into ``out`` (m, d, d)."""
-    d = Q.shape[1]
-    for e in range(Q.shape[0]):
+    m, d = Q.shape
+    Q = Q.reshape((m, d, 1))
+    for e in range(m):
         for a in range(d):
             for b in range(d):
-                out[e, a, b] = (s[e] if a == b else 0.0) - Q[e, a] * Q[e, b]
+                out[e, a, b] = edge_block(s, Q, e, a, b)
 
 
 @njit(cache=True)
@@ -198,10 +200,7 @@ def _diagonal_blocks_d(coef, edges, s, Q, index, k, d):
             continue
         for a in range(d):
             for b in range(d):
-                acc = 0.0
-                for t in range(Q.shape[2]):
-                    acc += Q[e, a, t] * Q[e, b, t]
-                block[a, b] = (s[e] if a == b else 0.0) - acc
+                block[a, b] = edge_block(s, Q, e, a, b)
         for a in range(d):
             for b in range(d):
                 if iu >= 0:
