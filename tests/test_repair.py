@@ -335,6 +335,39 @@ def test_a_large_partition_is_polished_once_a_second_candidate_has_it(monkeypatc
     assert len(polished) == 2
 
 
+def test_a_newton_steps_candidate_is_polished_only_when_small(monkeypatch):
+    """``step=True`` (SSNAL's endgame checks the candidate of every Newton step): a large
+    partition stays unpolished however stable, and such checks add nothing to the
+    polishes' step budget; a small one is polished as before."""
+    from convexfl.solvers import _common
+
+    prob = mixture(1000, 0.3)
+    late = cfl.solve(prob, method="admm", max_iter=100, polish=False)
+    size = late.n_clusters * prob.dim
+    assert _common.SMALL_NEWTON < size <= _common.POLISH_MAX
+    polished = []
+    real = _common.polish
+
+    def recording(p, labels, W0, **options):
+        polished.append((int(labels.max()) + 1, options.get("max_steps")))
+        return real(p, labels, W0, **options)
+
+    monkeypatch.setattr(_common, "polish", recording)
+    certifier = Certifier(prob, 1e-6, polish=True)
+    for _ in range(3):
+        assert not certifier(late.certificate.fused, late.X, late.flows, step=True)
+    assert polished == [] and certifier.step_checks == 3
+    certifier(late.certificate.fused, late.X, late.flows)  # stable and not a step
+    weight = max(1, size // _common.POLISH_DENSE_MAX)
+    budget = _common.POLISH_STEPS + _common.POLISH_STEPS_PER_CHECK * 1
+    assert polished == [(late.n_clusters, budget // weight)]
+    small = mixture(1000, 3.0)
+    few = cfl.solve(small, method="admm", max_iter=30, polish=False)
+    assert few.n_clusters * small.dim <= _common.SMALL_NEWTON
+    Certifier(small, 1e-6, polish=True)(few.certificate.fused, few.X, few.flows, step=True)
+    assert len(polished) == 2
+
+
 def test_auto_repairs_its_admm_partition_and_agrees_with_ssnal():
     prob = mixture(5000, 3.0)
     sol = cfl.solve(prob, method="auto")

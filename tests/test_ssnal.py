@@ -806,11 +806,14 @@ def test_rounding_floor_needs_a_plateau_below_the_bound():
 
 def test_tight_solves_do_not_spin_newton_at_the_rounding_floor(monkeypatch):
     # make_moons n = 1200 at tol = 1e-9: once σ ≈ 4·10⁵, ‖∇ψ‖ cannot fall below rounding,
-    # and such subproblems ran all their 50 Newton steps; the answer is the same either way
+    # and such subproblems ran all their 50 Newton steps; the answer is the same either way.
+    # The endgame's checks of every Newton step (_StepChecks) now certify this instance
+    # before such subproblems; they are left out here so that the floor is reached
     from sklearn.datasets import make_moons
 
     import convexfl.solvers.ssnal as ssnal
 
+    monkeypatch.setattr(ssnal._StepChecks, "check", lambda self, candidate, solved: False)
     A, _ = make_moons(n_samples=1200, noise=0.1, random_state=0)
     prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10, phi=2.0), 0.05)
     res = cfl.solve(prob, method="ssnal", tol=1e-9)
@@ -899,13 +902,22 @@ def test_sigma_is_lowered_when_newton_runs_out():
         assert np.any(lowered) == (max_newton == 1)
 
 
-def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_iterate(
+def _mixture_1000(lam):
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((5, 3)) * 2.0
+    A = centres[rng.integers(0, 5, 1000)] + 0.7 * rng.standard_normal((1000, 3))
+    return cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), lam)
+
+
+def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_every_newton_step(
         monkeypatch):
     """A candidate that fails its certificate while SSNAL's residuals are below ``tol``
-    raises σ by ``FAIL_RAISE`` (not ``sigma_factor``), restarts the next subproblem from
-    that candidate, and the next outer iteration's candidate is checked whatever its
-    residuals. The kNN10 mixture N = 1000 at λ = 0.4 has such checks before it
-    certifies."""
+    starts the endgame: σ is raised by ``FAIL_RAISE`` (not ``sigma_factor``), the next
+    subproblem restarts from that candidate, and from then on the candidate of every Newton
+    step is checked (``_StepChecks``). A subproblem whose checks reach a plateau stops
+    there and σ is raised tenfold again, from its candidate. The kNN10 mixture N = 1000 at
+    λ = 0.4 fails such a check at its 16th outer iteration, stops two subproblems at a
+    plateau and certifies at the first Newton step of the third."""
     from convexfl.solvers import ssnal
     from convexfl.solvers.ssnal import FAIL_RAISE
 
@@ -917,11 +929,7 @@ def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_itera
         return out
 
     monkeypatch.setattr(ssnal, "_clustered", clustered)
-
-    rng = np.random.default_rng(0)
-    centres = rng.standard_normal((5, 3)) * 2.0
-    A = centres[rng.integers(0, 5, 1000)] + 0.7 * rng.standard_normal((1000, 3))
-    prob = cfl.SumOfNorms(cfl.losses.Quadratic(A), cfl.graphs.knn(A, 10), 0.4)
+    prob = _mixture_1000(0.4)
     tol = 1e-6
     sol = cfl.solve(prob, method="ssnal", tol=tol)
     h = sol.history
@@ -929,11 +937,24 @@ def test_a_failed_check_below_tol_raises_sigma_tenfold_and_checks_the_next_itera
     checks, kkts = h["certify_at"], h["certified_kkt"]
     failed = [t for k, t in enumerate(checks)
               if kkts[k] > tol and max(h["eta_p"][row[t]], h["eta_d"][row[t]]) <= tol]
-    assert sol.converged and sol.kkt_residual <= tol and len(failed) >= 2
-    for t in failed:
-        assert h["newton"][row[t]] < 50 and t + 1 in checks
+    assert sol.converged and sol.kkt_residual <= tol and failed
+    first = failed[0]
+    endgame = [t for t in h["iter"] if t > first]
+    assert h["newton"][row[first]] < 50 and endgame
+    assert h["sigma"][row[first + 1]] == pytest.approx(FAIL_RAISE * h["sigma"][row[first]])
+    for t in endgame:  # one check per Newton step, the outer iteration's own included
+        assert checks.count(t) == h["newton"][row[t]]
+    assert len(h["plateau_at"]) >= 2 and endgame[-1] not in h["plateau_at"]
+    for t in h["plateau_at"]:
         assert h["sigma"][row[t + 1]] == pytest.approx(FAIL_RAISE * h["sigma"][row[t]])
-    assert len(restarts) == len(failed) and min(restarts) < prob.n_users  # clustered starts
+    assert len(restarts) == 1 + len(h["plateau_at"]) and min(restarts) < prob.n_users
+
+    # without the plateaus the same subproblems run on to their tolerance
+    monkeypatch.setattr(ssnal, "STEP_SOLVED", 0.0)
+    on = cfl.solve(prob, method="ssnal", tol=tol)
+    assert on.converged and not on.history["plateau_at"]
+    assert sum(on.history["newton"]) > sum(h["newton"])
+    assert np.array_equal(on.labels(), sol.labels())
 
 def test_the_renumbering_is_a_relabelling_of_users_and_edges():
     """``_Numbering``: the users in reverse Cuthill–McKee order and the edges sorted by their

@@ -38,7 +38,9 @@ Stopping is on the certificate, as for every convexfl method: when the ALM resid
 (primal ``‖DX − Z‖``, dual ``‖∇ψ‖``, normalised like the certificate) are below ``tol``, the
 clustered candidate of the fused edges is certified by
 :func:`convexfl.certificates.kkt_residual` (flows ``Y``), polished by Newton on the reduced
-problem if needed (``polish=True``), and the solver stops only below ``tol``. From
+problem if needed (``polish=True``), and the solver stops only below ``tol``. Once such a
+candidate has failed with the residuals below ``tol`` (the endgame), the candidate of every
+Newton step is certified too (:class:`_StepChecks`). From
 ``N ≥ 2000`` users, each outer iteration whose fused partition has halved its number of
 clusters is also offered to :meth:`~convexfl.solvers._common.Certifier.coarsen` (merges from
 its reduced problem).
@@ -115,8 +117,11 @@ def solve_ssnal(prob, *, tol: float = 1e-6, max_iter: int = 200, sigma: float | 
     sigma_factor : float
         σ is multiplied by this (> 1) when the primal residual decreases too slowly
         (after a candidate failed its certificate with the residuals below ``tol``: by
-        :data:`FAIL_RAISE`), and divided by it when an outer iteration's Newton steps ran
-        out (``max_newton``) before its subproblem's tolerance (:data:`SIGMA_MIN`).
+        :data:`FAIL_RAISE`; from then on every Newton step's candidate is checked, and a
+        subproblem whose checks stop improving ends there and raises σ the same way, the
+        history's ``plateau_at``: :class:`_StepChecks`), and divided by it when an outer
+        iteration's Newton steps ran out (``max_newton``) before its subproblem's tolerance
+        (:data:`SIGMA_MIN`).
     sigma_max : float
         Upper limit of σ. 10⁸ until 2026-12-06: kNN10 mixture N = 5·10⁴, λ = 2 (17513
         clusters) then ended its 200 outer iterations uncertified (KKT 2.1·10⁻⁵); with σ
@@ -314,6 +319,10 @@ INNER_SHARE_RAN_OUT = 0.5
 # 110 → 105; λ = 0.3 80 → 79 (restarting at every raise of σ: λ = 3 178 Newton steps
 # against 142, λ = 1 116 against 105). docs/solvers.md, "The endgame after a failed check"
 FAIL_RAISE = 10.0
+# in the endgame after such a failure every Newton step's candidate is checked, and a
+# subproblem stops at a plateau of their residuals once ‖∇ψ‖ is below this share of its
+# first (_StepChecks, measured there)
+STEP_SOLVED = 1e-2
 # the iterations renumber the users (reverse Cuthill–McKee) and edges from this many users on
 # (:class:`_Numbering`, measured there: below it the iterates fit in the cache)
 RENUMBER_MIN = 20_000
@@ -670,6 +679,56 @@ class _Numbering:
                 Y.take(self.order_back, axis=0))
 
 
+class _StepChecks:
+    """The endgame's checks: once a candidate has failed its certificate with SSNAL's
+    residuals below ``tol``, the candidate of every Newton step (its exactly fused edges,
+    ``X`` and the projected flows ``Π_c(T)``) is checked, not only each subproblem's last.
+    :meth:`check` says when the subproblem should stop: a candidate certified
+    (:attr:`certified`), or a **plateau** (:attr:`plateau`, only while σ can still be
+    raised): a step with ``‖∇ψ‖`` at most ``STEP_SOLVED`` times the subproblem's first whose
+    candidate did not halve the least residual of the subproblem's checks so far. What the
+    candidate then lacks (a partition, clusters 10⁻⁹ apart) only a larger σ resolves, and
+    the solver raises it (``FAIL_RAISE``) as after a failed check.
+
+    Measured on the kNN10 mixtures, d = 3 (``auto``, certified 1e-6; Newton steps / CG
+    iterations, deterministic): at N = 5·10⁴, λ = 3, the certificate of the subproblems
+    after the first failure stopped falling 4–9 Newton steps before they reached their
+    tolerance (at σ = 1.2·10⁸, KKT 4.3·10⁻² from the 6th of 14 steps on), and at σ = 10¹⁰
+    the 4th of 8 steps certified. With these checks: N = 5·10⁴, λ = 3 129 / 1449 →
+    107 / 1183, λ = 2 130 / 636 → 103 / 539, λ = 1 110 / 285 → 84 / 207, λ = 0.3
+    78 / 155 → 64 / 104 (processes alternating: λ = 3 24.8 / 22.0 → 19.9 / 20.9 s, λ = 1
+    11.1 / 10.8 → 9.5 / 9.2 s); N = 10⁵, λ = 1 114 / 302 → 94 / 231, λ = 0.3 90 / 192 →
+    75 / 164; N = 2·10⁴, λ = 1.5 133 / 523 → 109 / 383, and fewer in every run at N = 5000,
+    10⁴ and 2·10⁴ (λ = 0.3, 1, 1.5).
+    Counting a plateau from the first checks, before ``‖∇ψ‖`` had fallen, stopped
+    λ = 2's subproblems after three steps with σ racing to its cap (377 Newton steps).
+    Waiting for two such steps instead of one, or ``STEP_SOLVED`` 10⁻¹ or 10⁻³ (with two),
+    took more Newton steps at N = 5·10⁴ at every λ but 2 (docs/solvers.md, "The
+    endgame's Newton steps").
+    """
+
+    def __init__(self, run, hist, outer, may_plateau):
+        self.run, self.hist, self.outer = run, hist, outer
+        self.may_plateau = may_plateau
+        self.least = np.inf
+        self.certified = self.plateau = self.checked_last = False
+
+    def check(self, candidate, solved):
+        """Check ``candidate`` (``(fused, X, flows)`` in the problem's numbering);
+        ``solved``: ``‖∇ψ‖`` is below ``STEP_SOLVED`` times the subproblem's first. True
+        when the subproblem should stop."""
+        self.checked_last = True
+        if self.run.certify(self.hist, self.outer, *candidate, step=True):
+            self.certified = True
+            return True
+        residual = self.run.certifier.last[1].kkt_residual
+        if residual < 0.5 * self.least:
+            self.least = residual
+        elif solved and self.may_plateau:
+            self.plateau = True
+        return self.plateau
+
+
 def _inverse(permutation):
     out = np.empty(permutation.size, np.int64)
     out[permutation] = np.arange(permutation.size)
@@ -754,7 +813,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     blocks = np.empty((m, d, d) if pre.kind == "hessian" else (0, d, d))
     pre_sigma = None
     hist = {"iter": [], "sigma": [], "eta_p": [], "eta_d": [], "newton": [], "cg": [],
-            "certify_at": [], "certified_kkt": []}
+            "certify_at": [], "certified_kkt": [], "plateau_at": []}
     eta_p_prev = np.inf
     eps_inner = np.inf
     share = INNER_SHARE
@@ -766,6 +825,7 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
     outer = 0
     cg_total = 0
     failed = False
+    endgame = False  # a check has failed with the residuals below tol (_StepChecks)
     for outer in range(1, max_iter + 1):
         gf_norm = float(np.linalg.norm(coef[:, None] * (X - A)))
         scale = 1.0 / normalised(1.0, gf_norm)  # residuals over it are normalised
@@ -775,10 +835,14 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         stalled = False
         gnorms = []
         inner_tol = max(0.05 * tol_abs, min(eps_inner, 0.1 * scale))
+        steps = _StepChecks(run, hist, outer, sigma < sigma_max) if endgame else None
         while True:
             val = psi_grad(A, coef, edges, cap, X, Y, sigma, G, P, tnorm)
             gnorm = float(np.linalg.norm(G))
             gnorms.append(gnorm)
+            if steps is not None and n_newton > 0 and steps.check(
+                    order.candidate(tnorm <= cap, X, P), gnorm <= STEP_SOLVED * gnorms[0]):
+                break
             if gnorm <= inner_tol or n_newton >= max_newton \
                     or _at_rounding_floor(gnorms, sigma, X, m):
                 break
@@ -830,6 +894,9 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         hist["eta_d"].append(eta_d / scale)
         hist["newton"].append(n_newton)
         hist["cg"].append(cg_here)
+        if steps is not None and steps.certified:
+            converged = True
+            break
         if not np.all(np.isfinite(X)):
             message = "diverged (non-finite iterates)"
             break
@@ -840,14 +907,18 @@ def _solve_son(prob, *, tol, max_iter, sigma, sigma_factor, sigma_max, max_newto
         stuck = outer - max(lowest_at, certified_at) >= STALL_ITERS
         recheck, failed = failed, False
         candidate = order.candidate(fused, X, Y)  # in the problem's numbering
-        if proxy <= trigger or (warm and outer == 1) or run.certifier.untried(candidate[0]) \
-                or stuck or recheck:
+        checked = steps is not None and steps.checked_last  # this candidate, in the loop
+        if checked or proxy <= trigger or (warm and outer == 1) \
+                or run.certifier.untried(candidate[0]) or stuck or recheck:
             certified_at = outer
-            if run.certify(hist, outer, *candidate):
+            if not checked and run.certify(hist, outer, *candidate):
                 converged = True
                 break
             trigger = min(trigger, proxy) / 10.0
-            failed = proxy <= tol
+            failed = proxy <= tol or (steps is not None and steps.plateau)
+            endgame = endgame or failed
+        if steps is not None and steps.plateau:
+            hist["plateau_at"].append(outer)
         if n >= COARSEN_MIN and run.coarsen(hist, outer, *candidate):
             converged, stage = True, "coarsening"
             break
