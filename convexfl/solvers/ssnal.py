@@ -721,7 +721,8 @@ class _StepChecks:
         if self.run.certify(self.hist, self.outer, *candidate, step=True):
             self.certified = True
             return True
-        residual = self.run.certifier.last[1].kkt_residual
+        last = self.run.certifier.last  # None if nothing was certified since a coarsening
+        residual = np.inf if last is None else last[1].kkt_residual
         if residual < 0.5 * self.least:
             self.least = residual
         elif solved and self.may_plateau:
